@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create or reuse .venv in the repository root and install course_lib with the versions CI runs on.
+# Sourced by run-course.sh and run-tests.sh; re-installs only when constraints.txt or pyproject.toml change.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+stamp=$(cat constraints.txt pyproject.toml | sha256sum | cut -c1-16)
+if [ "$(cat .venv/.course_lib_stamp 2>/dev/null)" != "$stamp" ]; then
+  echo "setup: installing course_lib[dev,tpu] from constraints.txt (the first time takes a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,tpu]"
+  echo "$stamp" > .venv/.course_lib_stamp
+fi
+export PATH="$PWD/.venv/bin:$PATH"
+export PJRT_DEVICE=${PJRT_DEVICE:-CPU} MPLBACKEND=${MPLBACKEND:-Agg} WANDB_MODE=${WANDB_MODE:-offline}
