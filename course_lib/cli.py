@@ -6,7 +6,7 @@ Docs: https://course-lib.github.io/course_lib/cli.html.md"""
 
 # %% ../nbs/99_cli.ipynb #c004
 from __future__ import annotations
-import argparse, fnmatch, json, os, re, signal, subprocess, sys, time, tomllib
+import argparse, fnmatch, importlib.util, json, os, re, signal, subprocess, sys, time, tomllib
 from pathlib import Path
 from .data import CourseLibError, record_results
 
@@ -72,6 +72,8 @@ SMOKE_PARAMETERS = {"SMOKE": True}
 def run_notebooks(nbs_dir="nbs", out="_course_run", smoke: bool = True, only: str | None = None,
                   timeout: float = 1800, log=print) -> list[dict]:
     "Run the course's notebooks with papermill, one progress line each; writes executed copies and the summary."
+    if importlib.util.find_spec("papermill") is None:
+        raise CourseLibError("papermill is an optional part: pip install 'course_lib[dev]'")
     nbs, out = find_notebooks(nbs_dir, only), Path(out)
     os.environ.setdefault("MPLBACKEND", "Agg")
     if smoke: os.environ.setdefault("WANDB_MODE", "offline")

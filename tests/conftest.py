@@ -1,0 +1,32 @@
+import os, subprocess, sys
+from pathlib import Path
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+
+def run_cli(*args, env=None, cwd=None, timeout=600):
+    "Run the installed `course-lib` program; returns the CompletedProcess (text mode)."
+    return subprocess.run([str(BIN / "course-lib"), *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd or REPO, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def sample_dir(tmp_path_factory):
+    "A small generated sample set in the Kaggle layout, shared by the session's tests."
+    from course_lib.data import make_sample_dataset
+    return make_sample_dataset(tmp_path_factory.mktemp("sample") / "melanoma", n=120, img_size=48, seed=7)
+
+
+@pytest.fixture
+def no_kaggle_env(tmp_path, monkeypatch):
+    "An environment with no Kaggle credentials anywhere (home and config folder point to an empty tmp dir)."
+    for k in ("KAGGLE_API_TOKEN", "KAGGLE_USERNAME", "KAGGLE_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / ".kaggle"))
+    return {"HOME": str(tmp_path), "KAGGLE_CONFIG_DIR": str(tmp_path / ".kaggle")}

@@ -1,0 +1,125 @@
+"Chapter 01: the sample generator, folds, Kaggle credentials and FashionMNIST files."
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+from course_lib import data
+from course_lib.data import CourseLibError, KAGGLE_COLUMNS
+from conftest import run_cli
+
+
+def test_sample_has_exact_kaggle_layout(sample_dir):
+    df = pd.read_csv(sample_dir / "train.csv")
+    assert list(df.columns) == KAGGLE_COLUMNS
+    assert len(df) == 120 and df.image_name.is_unique
+    for name, w, h in zip(df.image_name, df.width, df.height):
+        with Image.open(sample_dir / "train" / f"{name}.jpg") as im:
+            assert im.format == "JPEG" and im.mode == "RGB" and im.size == (w, h) == (48, 48)
+    assert set(df.target) == {0, 1}
+    assert (df.benign_malignant == np.where(df.target == 1, "malignant", "benign")).all()
+    assert df.groupby("patient_id").size().max() > 1, "several images per patient"
+
+
+def test_sample_is_deterministic_by_seed(tmp_path):
+    a = data.make_sample_dataset(tmp_path / "a", n=15, img_size=32, seed=3)
+    b = data.make_sample_dataset(tmp_path / "b", n=15, img_size=32, seed=3)
+    c = data.make_sample_dataset(tmp_path / "c", n=15, img_size=32, seed=4)
+    assert (a / "train.csv").read_text() == (b / "train.csv").read_text()
+    first = pd.read_csv(a / "train.csv").image_name[0]
+    assert (a / "train" / f"{first}.jpg").read_bytes() == (b / "train" / f"{first}.jpg").read_bytes()
+    assert (a / "train.csv").read_text() != (c / "train.csv").read_text()
+
+
+def test_positive_rate_is_configurable(tmp_path):
+    df = pd.read_csv(data.make_sample_dataset(tmp_path / "s", n=400, img_size=16, pos_rate=0.05, seed=0) / "train.csv")
+    assert 0.02 < df.target.mean() < 0.09
+
+
+def test_malignant_images_differ_learnably():
+    "Malignant lesions cover more dark area on average: a signal a model can learn."
+    def dark_fraction(m, s): return (np.asarray(data.make_lesion_image(m, 64, s)).mean(-1) < 110).mean()
+    benign = np.mean([dark_fraction(False, s) for s in range(30)])
+    malignant = np.mean([dark_fraction(True, s) for s in range(30)])
+    assert malignant > 1.5 * benign
+
+
+@pytest.mark.parametrize("kw, msg", [(dict(n=0), "--n must be at least 1"), (dict(img_size=8), "--img-size must be at least 16"),
+                                     (dict(pos_rate=1.5), "pos_rate must be between 0 and 1")])
+def test_sample_rejects_bad_parameters(tmp_path, kw, msg):
+    with pytest.raises(CourseLibError, match=msg):
+        data.make_sample_dataset(tmp_path / "x", **kw)
+    assert not (tmp_path / "x").exists(), "nothing half-written"
+
+
+def test_folds_are_patient_disjoint_and_stratified(sample_dir):
+    df = data.add_folds(pd.read_csv(sample_dir / "train.csv"), n_folds=5, seed=0)
+    data.check_no_leakage(df)
+    assert sorted(df.fold.unique()) == [0, 1, 2, 3, 4]
+    assert (df.groupby("patient_id").fold.nunique() == 1).all()
+    assert (df.groupby("fold").target.sum() > 0).all(), "every fold holds positives"
+    assert df.groupby("fold").target.mean().std() < 0.1
+
+
+def test_leakage_check_catches_row_wise_split(sample_dir):
+    df = pd.read_csv(sample_dir / "train.csv")
+    df["fold"] = np.arange(len(df)) % 5
+    with pytest.raises(CourseLibError, match="patients appear in several folds"):
+        data.check_no_leakage(df)
+
+
+def test_too_few_patients_for_folds():
+    df = pd.DataFrame({"patient_id": ["a", "a", "b"], "target": [0, 1, 0]})
+    with pytest.raises(CourseLibError, match="5 folds need at least 5 patients"):
+        data.add_folds(df, 5)
+
+
+def test_kaggle_without_credentials_is_one_clear_line(tmp_path, no_kaggle_env):
+    assert data.find_kaggle_credentials() is None
+    with pytest.raises(CourseLibError, match="no Kaggle credentials found"):
+        data.download_kaggle(tmp_path / "k")
+    r = run_cli("data", "kaggle", "--out", tmp_path / "k", env=no_kaggle_env, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("course-lib: error: no Kaggle credentials found")
+    assert not (tmp_path / "k").exists()
+
+
+def test_kaggle_credentials_are_found_where_the_client_looks(tmp_path, no_kaggle_env, monkeypatch):
+    (tmp_path / ".kaggle").mkdir()
+    (tmp_path / ".kaggle" / "kaggle.json").write_text('{"username": "u", "key": "k"}')
+    assert data.find_kaggle_credentials() == ".kaggle/kaggle.json"
+    (tmp_path / ".kaggle" / "kaggle.json").unlink()
+    monkeypatch.setenv("KAGGLE_API_TOKEN", "x")
+    assert data.find_kaggle_credentials() == "environment variable KAGGLE_API_TOKEN"
+
+
+def test_kaggle_rejects_unknown_size(tmp_path):
+    with pytest.raises(CourseLibError, match="--size must be one of"):
+        data.download_kaggle(tmp_path, size=300)
+
+
+def test_fashion_mnist_sample_loads_with_torchvision(tmp_path):
+    from torchvision.datasets import FashionMNIST
+    root = data.make_fashion_mnist_sample(tmp_path, n_train=50, n_test=10, seed=1)
+    train, test = FashionMNIST(str(root), train=True, download=False), FashionMNIST(str(root), train=False, download=False)
+    assert len(train) == 50 and len(test) == 10
+    assert train.data.shape == (50, 28, 28) and train.data.dtype.is_floating_point is False
+    assert set(train.targets.tolist()) <= set(range(10))
+    img, label = train[0]
+    assert img.size == (28, 28) and isinstance(label, int)
+
+
+def test_fashion_mnist_classes_are_learnable(tmp_path):
+    "A nearest-class-mean classifier on the generated images beats chance (10%) by far."
+    from torchvision.datasets import FashionMNIST
+    root = data.make_fashion_mnist_sample(tmp_path, n_train=500, n_test=200, seed=2)
+    tr, te = FashionMNIST(str(root), train=True), FashionMNIST(str(root), train=False)
+    x, y = tr.data.float().flatten(1), tr.targets
+    means = np.stack([x[y == c].mean(0).numpy() for c in range(10)])
+    pred = ((te.data.float().flatten(1).numpy()[:, None] - means[None]) ** 2).sum(-1).argmin(1)
+    assert (pred == te.targets.numpy()).mean() > 0.8
+
+
+def test_record_results_writes_json(tmp_path):
+    import json
+    out = data.record_results({"auc": 0.5}, tmp_path / "deep" / "r.json")
+    assert out == {"auc": 0.5} and json.loads((tmp_path / "deep" / "r.json").read_text()) == {"auc": 0.5}

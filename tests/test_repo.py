@@ -1,0 +1,80 @@
+"Repository checks: notebooks are clean, course_lib/ is a fresh export, docs in sync, README == CI, no secrets."
+import json, re, shutil, subprocess
+from pathlib import Path
+from conftest import REPO, BIN, run_cli
+
+
+def _project_copy(tmp_path):
+    for name in ("nbs", "course_lib"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    return tmp_path
+
+
+def test_notebooks_are_clean(tmp_path):
+    proj = _project_copy(tmp_path)
+    subprocess.run([str(BIN / "nbdev-clean")], cwd=proj, check=True, capture_output=True)
+    for nb in sorted((REPO / "nbs").glob("*.ipynb")):
+        assert (proj / "nbs" / nb.name).read_text() == nb.read_text(), f"{nb.name} is not clean: run nbdev-clean"
+        cells = json.loads(nb.read_text())["cells"]
+        assert not any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code")
+
+
+def test_library_matches_a_fresh_export(tmp_path):
+    proj = _project_copy(tmp_path)
+    shutil.rmtree(proj / "course_lib")  # a stale module left behind would otherwise go unnoticed
+    (proj / "course_lib").mkdir()
+    shutil.copy(REPO / "course_lib" / "__init__.py", proj / "course_lib")  # holds the version nbdev keeps
+    subprocess.run([str(BIN / "nbdev-export")], cwd=proj, check=True, capture_output=True)
+    fresh = {p.relative_to(proj / "course_lib"): p.read_text() for p in (proj / "course_lib").rglob("*.py")}
+    ours = {p.relative_to(REPO / "course_lib"): p.read_text() for p in (REPO / "course_lib").rglob("*.py")}
+    assert fresh.keys() == ours.keys(), "modules differ from nbdev-export: edit the notebooks, then export"
+    for k in fresh:
+        assert fresh[k] == ours[k], f"course_lib/{k} differs from nbdev-export: edit the notebooks, not the .py"
+
+
+def test_docs_are_in_sync():
+    r = run_cli("sync-docs", "--check", timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _readme_commands():
+    block = re.search(r"<!-- commands -->\n```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)[1]
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_ci_runs_exactly_the_readme_commands():
+    ci = [l.strip() for l in (REPO / ".ci" / "run").read_text().splitlines()
+          if l.strip() and not l.startswith("#") and not l.startswith(("set ", "cd "))]
+    assert _readme_commands() == ci == ["bash tools/run-course.sh", "bash tools/run-tests.sh"]
+
+
+def test_workflow_runs_the_same_commands():
+    wf = (REPO / ".github" / "workflows" / "test.yaml").read_text()
+    assert "bash .ci/run" in wf
+
+
+SECRET_PATTERNS = {
+    "W&B key (40 hex)": r"\b[0-9a-f]{40}\b",
+    "key assignment": r"(?i)(api[_-]?key|wandb_key|kaggle_key|token|secret)[\"']?\s*[:=]\s*[\"'][A-Za-z0-9_\-]{16,}[\"']",
+    "GitHub token": r"\bgh[pousr]_[A-Za-z0-9]{30,}",
+    "AWS key": r"\bAKIA[0-9A-Z]{16}\b",
+    "Hugging Face token": r"\bhf_[A-Za-z0-9]{30,}",
+}
+
+
+def test_no_secrets_in_tracked_files():
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    hits = []
+    for f in files:
+        p = REPO / f
+        if f == "constraints.txt" or not p.is_file() or p.stat().st_size > 2_000_000: continue
+        text = p.read_text(errors="ignore")
+        hits += [f"{f}: {what}" for what, pat in SECRET_PATTERNS.items() if re.search(pat, text)]
+    assert not hits, hits
+
+
+def test_secret_patterns_catch_a_planted_key():
+    planted = 'FLAGS = {"wandb_key": "0123456789abcdef0123456789abcdef01234567"}'
+    assert re.search(SECRET_PATTERNS["W&B key (40 hex)"], planted)
+    assert re.search(SECRET_PATTERNS["key assignment"], planted)

@@ -1,0 +1,57 @@
+"The notebook runner: success, failure, timeout, summary, selection."
+import json
+import nbformat
+import pytest
+from course_lib.cli import find_notebooks, run_notebooks
+from course_lib.data import CourseLibError
+from conftest import run_cli
+
+
+def _write_nb(path, *sources):
+    cells = [nbformat.v4.new_code_cell("SMOKE = False\nRESULTS_PATH = None", metadata={"tags": ["parameters"]})]
+    cells += [nbformat.v4.new_code_cell(s) for s in sources]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def nbs(tmp_path):
+    d = tmp_path / "nbs"; d.mkdir()
+    _write_nb(d / "01_ok.ipynb", "from course_lib.data import record_results\n"
+              "record_results({'smoke': SMOKE, 'answer': 42}, RESULTS_PATH)")
+    _write_nb(d / "02_fails.ipynb", "raise RuntimeError('chapter two is broken')")
+    _write_nb(d / "03_slow.ipynb", "import time; time.sleep(120)")
+    return d
+
+
+def test_runner_reports_failure_and_exits_nonzero(nbs, tmp_path):
+    r = run_cli("run-notebooks", "--smoke", "--nbs", nbs, "--out", tmp_path / "out", "--only", "0[12]_*", timeout=300)
+    assert r.returncode == 1
+    assert "[1/2] 01_ok.ipynb ... ok" in r.stdout and "[2/2] 02_fails.ipynb ... failed" in r.stdout
+    assert "1 notebook(s) failed: 02_fails.ipynb" in r.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [(s["notebook"], s["status"]) for s in summary] == [("01_ok.ipynb", "ok"), ("02_fails.ipynb", "failed")]
+    assert summary[0]["results"] == {"smoke": True, "answer": 42}, "smoke parameter injected, results collected"
+    assert "chapter two is broken" in summary[1]["error"]
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "| 02_fails.ipynb | failed |" in md and "1 of 2 notebooks ran without error" in md
+    assert (tmp_path / "out" / "02_fails.ipynb").exists(), "the executed copy shows where it broke"
+
+
+def test_runner_kills_a_notebook_at_its_timeout(nbs, tmp_path):
+    rows = run_notebooks(nbs, tmp_path / "out", smoke=True, only="03_*", timeout=15, log=lambda *a, **k: None)
+    assert rows[0]["status"] == "timeout" and rows[0]["seconds"] < 60
+    assert "timed out after 15 s" in rows[0]["error"]
+
+
+def test_runner_all_ok_exits_zero(nbs, tmp_path):
+    r = run_cli("run-notebooks", "--nbs", nbs, "--out", tmp_path / "out", "--only", "01_ok", timeout=300)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary[0]["results"]["smoke"] is False, "without --smoke the notebook's own default stays"
+
+
+def test_only_that_matches_nothing_is_an_error(nbs):
+    with pytest.raises(CourseLibError, match="no notebooks in .* match 'zz'"):
+        find_notebooks(nbs, only="zz")
