@@ -11,8 +11,8 @@ from pathlib import Path
 from .data import CourseLibError, record_results
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'COMMANDS', 'find_notebooks', 'run_notebook', 'write_summary', 'run_notebooks', 'repo_url',
-           'badges', 'relink', 'toc', 'sync_docs', 'make_readme', 'build_parser', 'main']
+__all__ = ['SMOKE_PARAMETERS', 'ENGINES', 'COMMANDS', 'find_notebooks', 'run_notebook', 'write_summary', 'run_notebooks',
+           'repo_url', 'badges', 'relink', 'toc', 'sync_docs', 'make_readme', 'train', 'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb #c006
 def find_notebooks(nbs_dir="nbs", only: str | None = None) -> list[Path]:
@@ -185,16 +185,89 @@ def _runner_parser(sub):
     d = sub.add_parser("sync-docs", help="refresh badges, links and table of contents, regenerate README.md")
     d.add_argument("--check", action="store_true", help="only report what is out of date; exit 1 if anything is")
 
-# %% ../nbs/99_cli.ipynb #c025
+# %% ../nbs/99_cli.ipynb #c026
+ENGINES = ("pytorch", "lightning")
+
+def _train_parser(sub):
+    "The `train` sub-command (contract in DESIGN.md)."
+    t = sub.add_parser("train", help="train the melanoma classifier and write metrics.json and checkpoints")
+    t.add_argument("--data", type=Path, help="a folder in the Kaggle layout (train.csv, train/*.jpg); default: the built-in sample set")
+    t.add_argument("--engine", choices=ENGINES, default="pytorch", help="plain PyTorch loop (chapter 03) or Lightning (chapter 04)")
+    t.add_argument("--arch", default="efficientnet-b0", help="efficientnet-b0..b7 or resnet18/34/50 (default: efficientnet-b0)")
+    t.add_argument("--img-size", type=int, default=128, help="training resolution in pixels (default: 128)")
+    t.add_argument("--epochs", type=int, default=5, help="number of epochs (default: 5)")
+    t.add_argument("--batch-size", type=int, default=32, help="images per batch (default: 32)")
+    t.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate (default: 5e-4)")
+    t.add_argument("--precision", default="32", help="32, 16-mixed or bf16-mixed (default: 32)")
+    t.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step (default: 1)")
+    t.add_argument("--fold", type=int, default=0, help="validation fold, 0..4 (default: 0)")
+    t.add_argument("--seed", type=int, default=42, help="seed for folds, weights, order and augmentation (default: 42)")
+    t.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=False, help="start from ImageNet weights (needs the network)")
+    t.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
+    t.add_argument("--out", type=Path, default=Path("runs/train"), help="folder for metrics.json and checkpoints/ (default: runs/train)")
+
+# %% ../nbs/99_cli.ipynb #c027
+def _check_train_args(a) -> None:
+    "Refuse bad training arguments before any work starts."
+    from course_lib.engine import ARCHS, PRECISIONS
+    checks = [(a.epochs >= 1, f"--epochs must be at least 1, got {a.epochs}"),
+              (a.accumulate >= 1, f"--accumulate must be at least 1, got {a.accumulate}"),
+              (a.batch_size >= 1, f"--batch-size must be at least 1, got {a.batch_size}"),
+              (a.img_size >= 16, f"--img-size must be at least 16, got {a.img_size}"),
+              (a.lr > 0, f"--lr must be positive, got {a.lr}"),
+              (a.arch in ARCHS, f"unknown --arch {a.arch!r}; choose one of {', '.join(ARCHS)}"),
+              (a.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}, got {a.precision!r}"),
+              (a.data is None or a.data.is_dir(), f"--data {a.data} is not a folder"),
+              (a.data is None or (a.data / "train.csv").is_file(), f"--data {a.data} has no train.csv (expected the Kaggle layout)")]
+    for ok, msg in checks:
+        if not ok: raise CourseLibError(msg)
+
+# %% ../nbs/99_cli.ipynb #c028
+def _read_table(path: Path):
+    "train.csv as a DataFrame; a file that is not UTF-8 CSV is a CourseLibError."
+    import pandas as pd
+    try: return pd.read_csv(path)
+    except UnicodeDecodeError: raise CourseLibError(f"{path} is not UTF-8 text: save it as UTF-8 CSV") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e: raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
+
+def train(a) -> dict:
+    "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
+    _check_train_args(a)
+    from course_lib.data import add_folds, sample_data_dir
+    from course_lib.engine import create_model, fit, seed_everything
+    data_dir = a.data or sample_data_dir()
+    from course_lib.dataset import validate_table
+    table = validate_table(_read_table(data_dir / "train.csv"), data_dir)  # columns, labels, paths, every image
+    if "patient_id" not in table.columns: raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
+    df = add_folds(table, seed=a.seed)
+    loader_kw = dict(fold=a.fold, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.num_workers, seed=a.seed)
+    run_kw = dict(epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints")
+    seed_everything(a.seed)
+    if a.engine == "pytorch":
+        from course_lib.dataset import make_dataloaders
+        model = create_model(a.arch, a.pretrained)
+        history = fit(model, *make_dataloaders(df, data_dir, **loader_kw), lr=a.lr, seed=a.seed,
+                      config={k: str(v) for k, v in vars(a).items()}, **run_kw)
+        history.pop("last_eval")
+    else:
+        from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
+        module = MelanomaModule(a.arch, a.pretrained, lr=a.lr, seed=a.seed)
+        history = fit_lightning(module, MelanomaDataModule(df, data_dir, **loader_kw), **run_kw)
+    a.out.mkdir(parents=True, exist_ok=True)
+    tmp = a.out / ".metrics.json.tmp"
+    tmp.write_text(json.dumps(history, indent=2)); os.replace(tmp, a.out / "metrics.json")
+    return history
+
+# %% ../nbs/99_cli.ipynb #c029
 def build_parser() -> argparse.ArgumentParser:
     "The `course-lib` argument parser."
     p = argparse.ArgumentParser(prog="course-lib", description="course_lib: the hands-on PyTorch course's command line.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{data,run-notebooks,sync-docs}")
-    _data_parser(sub); _runner_parser(sub)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,data,run-notebooks,sync-docs}")
+    _train_parser(sub); _data_parser(sub); _runner_parser(sub)
     return p
 
-# %% ../nbs/99_cli.ipynb #c026
+# %% ../nbs/99_cli.ipynb #c030
 def _cmd_data(a) -> int:
     "Run `course-lib data ...`."
     from course_lib import data
@@ -218,8 +291,14 @@ def _cmd_sync_docs(a) -> int:
     print(("out of date: " if a.check else "updated: ") + ", ".join(changed) if changed else "docs are up to date")
     return 1 if (a.check and changed) else 0
 
-# %% ../nbs/99_cli.ipynb #c027
-COMMANDS = {"data": _cmd_data, "run-notebooks": _cmd_run_notebooks, "sync-docs": _cmd_sync_docs}
+# %% ../nbs/99_cli.ipynb #c031
+def _cmd_train(a) -> int:
+    "Run `course-lib train` and print where the results are."
+    h = train(a)
+    print(f"{a.engine}: best valid AUC {h['best_valid_auc']:.4f} after {len(h['epochs'])} epochs; wrote {a.out / 'metrics.json'}")
+    return 0
+
+COMMANDS = {"train": _cmd_train, "data": _cmd_data, "run-notebooks": _cmd_run_notebooks, "sync-docs": _cmd_sync_docs}
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of `course-lib`: parse, dispatch, and turn a CourseLibError into one line on stderr."

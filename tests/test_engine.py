@@ -1,0 +1,134 @@
+"Chapters 02-04: table checks, the engine, the Lightning port and their equivalence, course-lib train."
+import json, shutil
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+from course_lib.data import CourseLibError
+from course_lib.dataset import load_image, make_dataloaders, validate_table
+from course_lib.engine import WeightedFocalLoss, create_model, load_checkpoint, save_checkpoint, train_one_epoch
+from conftest import run_cli
+
+
+@pytest.fixture
+def data_copy(sample_dir, tmp_path):
+    "A private copy of the sample set that a test may damage."
+    shutil.copytree(sample_dir, tmp_path / "d")
+    return tmp_path / "d", pd.read_csv(tmp_path / "d" / "train.csv")
+
+
+def _first(d, df): return d / "train" / f"{df.image_name[0]}.jpg"
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d, df: (df.drop(columns="target"), d), r"lacks column\(s\) target"),
+    (lambda d, df: (df.iloc[:0], d), "train.csv has no rows"),
+    (lambda d, df: (df.assign(target=np.where(df.index == 3, 2, df.target)), d), "target must be 0 or 1; 1 rows are not"),
+    (lambda d, df: (df.assign(image_name=["../../outside"] + list(df.image_name[1:])), d), "points outside"),
+    (lambda d, df: (df.assign(image_name=["/etc/passwd"] + list(df.image_name[1:])), d), "points outside"),
+    (lambda d, df: (_first(d, df).unlink(), (df, d))[1], r"1 image\(s\) cannot be used: ISIC_\d+.jpg missing"),
+    (lambda d, df: (_first(d, df).write_bytes(b""), (df, d))[1], "empty file"),
+    (lambda d, df: (_first(d, df).write_bytes(_first(d, df).read_bytes()[:200]), (df, d))[1], "unreadable"),
+    (lambda d, df: (_first(d, df).write_bytes(b"not a jpeg at all" * 10), (df, d))[1], "unreadable"),
+])
+def test_bad_tables_are_refused_up_front(data_copy, damage, message):
+    d, df = data_copy
+    bad_df, d = damage(d, df)
+    with pytest.raises(CourseLibError, match=message):
+        validate_table(bad_df, d)
+
+
+def test_grayscale_and_rgba_are_converted_with_a_notice(data_copy, capsys):
+    d, df = data_copy
+    Image.open(_first(d, df)).convert("L").save(_first(d, df))
+    rgba = d / "train" / f"{df.image_name[1]}.jpg"
+    Image.new("RGBA", (48, 48), (255, 0, 0, 128)).save(rgba, format="PNG")  # a PNG with alpha behind a .jpg name
+    validate_table(df, d)
+    assert "2 image(s) are not RGB" in capsys.readouterr().out
+    assert load_image(_first(d, df)).shape == (48, 48, 3) and load_image(rgba).shape == (48, 48, 3)
+
+
+def test_dataloaders_give_normalised_batches(sample_dir):
+    from course_lib.data import add_folds
+    df = add_folds(pd.read_csv(sample_dir / "train.csv"))
+    tl, vl = make_dataloaders(df, sample_dir, fold=1, img_size=32, batch_size=8)
+    x, y = next(iter(tl))
+    assert x.shape == (8, 3, 32, 32) and y.shape == (8, 1) and y.dtype == torch.float32
+    assert len(tl.dataset) + len(vl.dataset) == len(df) and len(vl.dataset) == (df.fold == 1).sum()
+    with pytest.raises(CourseLibError, match="--fold 7 does not exist"):
+        make_dataloaders(df, sample_dir, fold=7)
+
+
+def test_focal_loss_matches_the_formula():
+    logits, y = torch.tensor([[2.0], [-1.0], [0.5]]), torch.tensor([[1.0], [0.0], [0.0]])
+    p = torch.sigmoid(logits)
+    pt = torch.where(y == 1, p, 1 - p)
+    at = torch.where(y == 1, torch.tensor(0.75), torch.tensor(0.25))
+    expected = (-at * (1 - pt) ** 2 * torch.log(pt)).mean()
+    assert torch.allclose(WeightedFocalLoss(alpha=0.25, gamma=2)(logits, y), expected, atol=1e-6)
+
+
+def test_create_model_heads_and_unknown_arch():
+    assert create_model("efficientnet-b0")(torch.randn(2, 3, 32, 32)).shape == (2, 1)
+    assert create_model("resnet18")(torch.randn(2, 3, 32, 32)).shape == (2, 1)
+    with pytest.raises(CourseLibError, match="unknown --arch 'vgg99'"):
+        create_model("vgg99")
+
+
+def test_nan_loss_stops_training_with_a_clear_message():
+    model = torch.nn.Linear(4, 1)
+    loader = [(torch.randn(2, 4), torch.ones(2, 1))] * 3
+    def nan_loss(logits, y): return (logits * float("nan")).mean()
+    with pytest.raises(CourseLibError, match="the loss became nan by step 3"):
+        train_one_epoch(model, loader, nan_loss, torch.optim.SGD(model.parameters(), lr=0.1), torch.device("cpu"))
+
+
+def test_checkpoints_are_atomic_and_loaded_safely(tmp_path):
+    p = save_checkpoint(tmp_path / "c" / "best.pt", model={"w": torch.ones(3)}, epoch=2)
+    assert load_checkpoint(p)["epoch"] == 2 and not list((tmp_path / "c").glob(".*tmp"))
+    p.write_bytes(p.read_bytes()[:50])
+    with pytest.raises(CourseLibError, match="is damaged"):
+        load_checkpoint(p)
+    with pytest.raises(CourseLibError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "none.pt")
+
+
+TRAIN = ["train", "--epochs", 3, "--img-size", 48, "--batch-size", 16, "--seed", 42]
+
+
+@pytest.mark.slow
+def test_pytorch_and_lightning_agree_per_epoch(tmp_path):
+    "Same seed, data order and initial weights: both engines give the same numbers (CPU, fp32)."
+    runs = {}
+    for engine in ("pytorch", "lightning"):
+        r = run_cli(*TRAIN, "--engine", engine, "--out", tmp_path / engine, timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[engine] = json.loads((tmp_path / engine / "metrics.json").read_text())
+        assert runs[engine]["engine"] == engine and (tmp_path / engine / "checkpoints").is_dir()
+    pt, pl = runs["pytorch"]["epochs"], runs["lightning"]["epochs"]
+    assert len(pt) == len(pl) == 3
+    for a, b in zip(pt, pl):
+        for k in ("train_loss", "valid_loss", "valid_auc"):
+            assert abs(a[k] - b[k]) < 1e-5, (k, a, b)
+    assert runs["pytorch"]["best_valid_auc"] > 0.7, "clearly better than chance (0.5) on the sample"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--arch", "vgg99"], "unknown --arch 'vgg99'"),
+    (["--accumulate", "0"], "--accumulate must be at least 1, got 0"),
+    (["--epochs", "-1"], "--epochs must be at least 1, got -1"),
+    (["--precision", "8"], "--precision must be one of"),
+    (["--data", "/no/such/folder"], "--data /no/such/folder is not a folder"),
+])
+def test_train_refuses_bad_arguments_in_one_line(tmp_path, args, message):
+    r = run_cli("train", *args, "--out", tmp_path / "o", timeout=120)
+    assert r.returncode == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "o").exists(), "nothing half-written"
+
+
+def test_train_refuses_non_utf8_csv(data_copy, tmp_path):
+    d, df = data_copy
+    (d / "train.csv").write_bytes((d / "train.csv").read_bytes().replace(b"benign", "b\xe9nin".encode("latin-1")))
+    r = run_cli("train", "--data", d, "--out", tmp_path / "o", timeout=120)
+    assert r.returncode == 1 and "is not UTF-8 text" in r.stderr and "Traceback" not in r.stderr
