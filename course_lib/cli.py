@@ -186,13 +186,13 @@ def _runner_parser(sub):
     d.add_argument("--check", action="store_true", help="only report what is out of date; exit 1 if anything is")
 
 # %% ../nbs/99_cli.ipynb #c026
-ENGINES = ("pytorch", "lightning")
+ENGINES = ("pytorch", "lightning", "xla")
 
 def _train_parser(sub):
     "The `train` sub-command (contract in DESIGN.md)."
     t = sub.add_parser("train", help="train the melanoma classifier and write metrics.json and checkpoints")
     t.add_argument("--data", type=Path, help="a folder in the Kaggle layout (train.csv, train/*.jpg); default: the built-in sample set")
-    t.add_argument("--engine", choices=ENGINES, default="pytorch", help="plain PyTorch loop (chapter 03) or Lightning (chapter 04)")
+    t.add_argument("--engine", choices=ENGINES, default="pytorch", help="plain PyTorch loop (chapter 03), Lightning (chapter 04) or torch_xla on every XLA device (chapter 07)")
     t.add_argument("--arch", default="efficientnet-b0", help="efficientnet-b0..b7 or resnet18/34/50 (default: efficientnet-b0)")
     t.add_argument("--img-size", type=int, default=128, help="training resolution in pixels (default: 128)")
     t.add_argument("--epochs", type=int, default=5, help="number of epochs (default: 5)")
@@ -200,11 +200,16 @@ def _train_parser(sub):
     t.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate (default: 5e-4)")
     t.add_argument("--precision", default="32", help="32, 16-mixed or bf16-mixed (default: 32)")
     t.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step (default: 1)")
+    t.add_argument("--channels-last", action="store_true", help="NHWC memory order for images and weights (faster on GPUs with tensor cores)")
     t.add_argument("--fold", type=int, default=0, help="validation fold, 0..4 (default: 0)")
     t.add_argument("--seed", type=int, default=42, help="seed for folds, weights, order and augmentation (default: 42)")
     t.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=False, help="start from ImageNet weights (needs the network)")
     t.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
     t.add_argument("--out", type=Path, default=Path("runs/train"), help="folder for metrics.json and checkpoints/ (default: runs/train)")
+    t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints' last checkpoint (pytorch and lightning engines)")
+    t.add_argument("--wandb", choices=("online", "offline", "disabled"), default=None,
+                   help="W&B tracking (default: $WANDB_MODE, else online with a key and network, else offline)")
+    t.add_argument("--wandb-project", default="course-lib-melanoma", help="W&B project (default: course-lib-melanoma)")
 
 # %% ../nbs/99_cli.ipynb #c027
 def _check_train_args(a) -> None:
@@ -218,9 +223,15 @@ def _check_train_args(a) -> None:
               (a.arch in ARCHS, f"unknown --arch {a.arch!r}; choose one of {', '.join(ARCHS)}"),
               (a.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}, got {a.precision!r}"),
               (a.data is None or a.data.is_dir(), f"--data {a.data} is not a folder"),
-              (a.data is None or (a.data / "train.csv").is_file(), f"--data {a.data} has no train.csv (expected the Kaggle layout)")]
+              (a.data is None or (a.data / "train.csv").is_file(), f"--data {a.data} has no train.csv (expected the Kaggle layout)"),
+              (a.engine != "xla" or a.precision in ("32", "bf16-mixed"), f"--engine xla supports --precision 32 or bf16-mixed, got {a.precision!r}"),
+              (a.engine != "xla" or not a.resume, "--resume is supported by the pytorch and lightning engines, not xla"),
+              (not a.resume or (a.out / "checkpoints").is_dir(), f"--resume: no checkpoints in {a.out / 'checkpoints'} to resume from")]
     for ok, msg in checks:
         if not ok: raise CourseLibError(msg)
+    if a.engine == "xla":
+        from course_lib.xla import require_xla
+        require_xla()
 
 # %% ../nbs/99_cli.ipynb #c028
 def _read_table(path: Path):
@@ -230,29 +241,61 @@ def _read_table(path: Path):
     except UnicodeDecodeError: raise CourseLibError(f"{path} is not UTF-8 text: save it as UTF-8 CSV") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e: raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
 
+def _config(a) -> dict:
+    "The training parameters as plain values: logged as the W&B config and saved in checkpoints."
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k not in ("cmd", "func")}
+
+def _train_pytorch(a, df, data_dir, loader_kw, run_kw) -> dict:
+    "Chapter 03's fit, with chapter 08's Tracker."
+    from course_lib.dataset import make_dataloaders
+    from course_lib.engine import create_model, fit
+    from course_lib.tracking import Tracker
+    with Tracker(a.wandb_project, _config(a), a.wandb, name="pytorch", dir=a.out) as tracker:
+        history = fit(create_model(a.arch, a.pretrained), *make_dataloaders(df, data_dir, check_images=False, **loader_kw), lr=a.lr,
+                      seed=a.seed, channels_last=a.channels_last, config=_config(a), resume=a.resume,
+                      on_step=tracker.on_step, on_epoch_end=tracker.on_epoch_end, **run_kw)
+    history.pop("last_eval")
+    return history
+
+def _train_lightning(a, df, data_dir, loader_kw, run_kw) -> dict:
+    "Chapter 04's fit_lightning, with chapter 08's WandbLogger."
+    from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
+    from course_lib.tracking import wandb_logger
+    logger = wandb_logger(a.wandb_project, _config(a), a.wandb, name="lightning", dir=a.out)
+    module = MelanomaModule(a.arch, a.pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last)
+    try: history = fit_lightning(module, MelanomaDataModule(df, data_dir, check_images=False, **loader_kw), resume=a.resume,
+                                 **run_kw, **({"logger": logger} if logger else {}))
+    except BaseException:
+        if logger: logger.experiment.finish(exit_code=1)
+        raise
+    if logger: logger.experiment.finish()
+    return history
+
+def _train_xla(a, df, data_dir, loader_kw, run_kw) -> dict:
+    "Chapter 07's train_xla on the melanoma task, with chapter 08's xla_tracker."
+    import functools
+    from course_lib.tracking import resolve_mode, xla_tracker
+    from course_lib.xla import train_xla
+    tracker = None if resolve_mode(a.wandb)[0] == "disabled" else functools.partial(
+        xla_tracker, project=a.wandb_project, config=_config(a), mode=a.wandb, dir=str(a.out))
+    return train_xla(task="melanoma", data_dir=str(data_dir), arch=a.arch, pretrained=a.pretrained, img_size=a.img_size,
+                     batch_size=a.batch_size, epochs=a.epochs, lr=a.lr, precision=a.precision, accumulate=a.accumulate,
+                     num_workers=a.num_workers, seed=a.seed, fold=a.fold, out=str(a.out), tracker=tracker)
+
 def train(a) -> dict:
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
     _check_train_args(a)
     from course_lib.data import add_folds, sample_data_dir
-    from course_lib.engine import create_model, fit, seed_everything
-    data_dir = a.data or sample_data_dir()
     from course_lib.dataset import validate_table
-    table = validate_table(_read_table(data_dir / "train.csv"), data_dir)  # columns, labels, paths, every image
+    from course_lib.engine import seed_everything
+    data_dir = a.data or sample_data_dir()
+    table = validate_table(_read_table(data_dir / "train.csv"), data_dir)  # columns, labels, paths, every image: once
     if "patient_id" not in table.columns: raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
     df = add_folds(table, seed=a.seed)
     loader_kw = dict(fold=a.fold, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.num_workers, seed=a.seed)
     run_kw = dict(epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints")
     seed_everything(a.seed)
-    if a.engine == "pytorch":
-        from course_lib.dataset import make_dataloaders
-        model = create_model(a.arch, a.pretrained)
-        history = fit(model, *make_dataloaders(df, data_dir, **loader_kw), lr=a.lr, seed=a.seed,
-                      config={k: str(v) for k, v in vars(a).items()}, **run_kw)
-        history.pop("last_eval")
-    else:
-        from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
-        module = MelanomaModule(a.arch, a.pretrained, lr=a.lr, seed=a.seed)
-        history = fit_lightning(module, MelanomaDataModule(df, data_dir, **loader_kw), **run_kw)
+    history = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine](a, df, data_dir, loader_kw, run_kw)
     a.out.mkdir(parents=True, exist_ok=True)
     tmp = a.out / ".metrics.json.tmp"
     tmp.write_text(json.dumps(history, indent=2)); os.replace(tmp, a.out / "metrics.json")

@@ -66,10 +66,14 @@ def validate_table(df: pd.DataFrame, data_dir, check_images: bool = True) -> pd.
 # %% ../nbs/02_dataset.ipynb #c012
 class MelanomaDataset(torch.utils.data.Dataset):
     "Image paths + targets + an albumentations pipeline -> (image tensor CHW, float target [1])."
-    def __init__(self, image_paths, targets, augmentations=None):
-        self.image_paths, self.targets, self.augmentations = list(image_paths), list(targets), augmentations
+    def __init__(self, image_paths, targets, augmentations=None, seed: int = 0):
+        self.image_paths, self.targets, self.augmentations, self.seed = list(image_paths), list(targets), augmentations, seed
     def __len__(self): return len(self.image_paths)
     def __getitem__(self, idx):
+        if isinstance(idx, tuple):  # (epoch, index): augmentations seeded by (seed, epoch, index) alone
+            epoch, idx = idx
+            if hasattr(self.augmentations, "set_random_seed"):
+                self.augmentations.set_random_seed((self.seed * 1_000_003 + epoch) * 10_000_019 + idx)
         image = load_image(self.image_paths[idx])
         if self.augmentations is not None: image = self.augmentations(image=image)["image"]
         return image, torch.tensor([self.targets[idx]], dtype=torch.float32)
@@ -85,13 +89,13 @@ def get_transforms(img_size: int = 128, train: bool = True, seed: int | None = N
 
 # %% ../nbs/02_dataset.ipynb #c017
 class EpochShuffleSampler(torch.utils.data.Sampler):
-    "A random order of `n` indices that depends only on `seed` and the epoch set by `set_epoch`."
+    "A random order of `n` indices, as (epoch, index) keys, that depends only on `seed` and the epoch set by `set_epoch`."
     def __init__(self, n: int, seed: int = 42): self.n, self.seed, self.epoch = n, seed, 0
     def set_epoch(self, epoch: int) -> None: self.epoch = epoch
     def __len__(self): return self.n
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 10_007 + self.epoch)
-        return iter(torch.randperm(self.n, generator=g).tolist())
+        return iter([(self.epoch, i) for i in torch.randperm(self.n, generator=g).tolist()])
 
 # %% ../nbs/02_dataset.ipynb #c019
 def make_dataloaders(df: pd.DataFrame, data_dir, fold: int = 0, img_size: int = 128, batch_size: int = 32,
@@ -104,7 +108,7 @@ def make_dataloaders(df: pd.DataFrame, data_dir, fold: int = 0, img_size: int = 
     for train in (True, False):
         part = df[(df.fold != fold) if train else (df.fold == fold)]
         ds = MelanomaDataset([image_path(data_dir, n) for n in part.image_name], part.target,
-                             get_transforms(img_size, train, seed))
+                             get_transforms(img_size, train, seed), seed=seed)
         loaders.append(torch.utils.data.DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
                        sampler=EpochShuffleSampler(len(ds), seed) if train else None,
                        generator=torch.Generator().manual_seed(seed),  # worker seeds; keeps the global RNG untouched

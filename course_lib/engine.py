@@ -79,7 +79,8 @@ def _check_finite(total: torch.Tensor, step: int) -> None:
 
 # %% ../nbs/03_pytorch_loop.ipynb #c017
 def train_one_epoch(model, loader, loss_fn, optimizer, device, scheduler=None, precision: str = "32",
-                    accumulate: int = 1, scaler=None, progress: bool = False, check_every: int = 25, epoch: int = 0) -> float:
+                    accumulate: int = 1, scaler=None, progress: bool = False, check_every: int = 25, epoch: int = 0,
+                    channels_last: bool = False, on_step=None) -> float:
     "Train `model` for one pass over `loader`; returns the mean training loss per image."
     from tqdm.auto import tqdm
     if accumulate < 1: raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
@@ -88,8 +89,9 @@ def train_one_epoch(model, loader, loss_fn, optimizer, device, scheduler=None, p
     total, seen, n = torch.zeros((), device=device), 0, len(loader)
     optimizer.zero_grad(set_to_none=True)
     if hasattr(getattr(loader, "sampler", None), "set_epoch"): loader.sampler.set_epoch(epoch)  # a new, reproducible order per epoch
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
     for i, (x, y) in enumerate(tqdm(loader, desc="train", leave=False, disable=not progress)):
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        x, y = x.to(device, non_blocking=True, memory_format=fmt), y.to(device, non_blocking=True)
         with autocast(precision, device):
             logits = model(x)
         loss = loss_fn(logits.float(), y)
@@ -98,19 +100,22 @@ def train_one_epoch(model, loader, loss_fn, optimizer, device, scheduler=None, p
             scaler.step(optimizer); scaler.update(); optimizer.zero_grad(set_to_none=True)
             if scheduler is not None: scheduler.step()
         total += loss.detach() * len(x); seen += len(x)
-        if (i + 1) % check_every == 0: _check_finite(total, i + 1)  # a CPU-GPU sync point: not every step
+        if (i + 1) % check_every == 0:  # a CPU-GPU sync point: not every step
+            _check_finite(total, i + 1)
+            if on_step: on_step(epoch * n + i + 1, {"train_loss_running": total.item() / seen, "epoch": epoch})
     _check_finite(total, n)
     return total.item() / seen
 
 # %% ../nbs/03_pytorch_loop.ipynb #c019
 @torch.no_grad()
-def evaluate(model, loader, loss_fn, device, precision: str = "32") -> dict:
+def evaluate(model, loader, loss_fn, device, precision: str = "32", channels_last: bool = False) -> dict:
     "Validation loss, ROC AUC, and the probabilities and targets of the whole `loader`."
     from torchmetrics.functional.classification import binary_auroc
     model.eval()
     probs, targets, total = [], [], torch.zeros((), device=device)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
     for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        x, y = x.to(device, non_blocking=True, memory_format=fmt), y.to(device, non_blocking=True)
         with autocast(precision, device):
             logits = model(x).float()
         total += loss_fn(logits, y) * len(x)
@@ -146,31 +151,52 @@ def history_dict(engine: str, rows: list[dict], **extra) -> dict:
     return dict(engine=engine, epochs=rows, best_valid_auc=max(aucs) if aucs else float("nan"), **extra)
 
 # %% ../nbs/03_pytorch_loop.ipynb #c024
+def _save_epoch(checkpoint_dir, improved, model, optimizer, scaler, state, ev, config):
+    "Write last.pt (everything resuming needs) every epoch, and best.pt when AUC improved; returns last.pt's path."
+    if not checkpoint_dir: return None
+    ckpt = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), scaler=scaler.state_dict(), epoch=state["epoch"],
+                valid_auc=ev["valid_auc"], history=state["history"], best=state["best"], since_best=state["since_best"], config=config or {})
+    if improved: save_checkpoint(Path(checkpoint_dir) / "best.pt", **ckpt)
+    return save_checkpoint(Path(checkpoint_dir) / "last.pt", **ckpt)
+
+def _restore(path: Path, model, optimizer, scaler, state: dict) -> dict:
+    "Load last.pt into model, optimizer and scaler; returns the saved loop state (or `state` when there is no last.pt)."
+    if not path.exists(): print(f"no checkpoint at {path}: starting from epoch 0"); return state
+    ckpt = load_checkpoint(path)
+    model.load_state_dict(ckpt["model"]); optimizer.load_state_dict(ckpt["optimizer"]); scaler.load_state_dict(ckpt["scaler"])
+    print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
+    return {k: ckpt[k] for k in ("history", "best", "since_best", "epoch")}
+
+# %% ../nbs/03_pytorch_loop.ipynb #c025
 def fit(model, train_loader, valid_loader, epochs: int = 5, lr: float = 5e-4, loss_fn=None, device=None,
         precision: str = "32", accumulate: int = 1, patience: int = 3, checkpoint_dir=None, seed: int = 42,
-        progress: bool = True, config: dict | None = None) -> dict:
-    "Train with Adam, evaluate each epoch, keep the best-AUC checkpoint, stop early; returns the history."
+        progress: bool = True, config: dict | None = None, channels_last: bool = False, resume: bool = False,
+        on_step=None, on_epoch_end=None) -> dict:
+    "Train with Adam, evaluate each epoch, keep the best-AUC and the last checkpoint, stop early; returns the history."
     from tqdm.auto import tqdm
     if epochs < 1: raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
+    if resume and not checkpoint_dir: raise CourseLibError("resuming needs a checkpoint_dir")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model, loss_fn = model.to(device), (loss_fn or WeightedFocalLoss()).to(device)
+    if channels_last: model = model.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
-    seed_everything(seed)  # dropout and drop-connect draw from torch's global generator
-    rows, best, since_best = [], -1.0, 0
-    bar = tqdm(range(epochs), desc="epochs", disable=not progress)
+    state = dict(history=[], best=-1.0, since_best=0, epoch=-1)
+    if resume: state = _restore(Path(checkpoint_dir) / "last.pt", model, optimizer, scaler, state)
+    rows, ev = state["history"], None
+    bar = tqdm(range(state["epoch"] + 1, epochs), desc="epochs", disable=not progress)
     for epoch in bar:
+        if state["since_best"] >= patience: break  # a resumed run that had already stopped early
+        seed_everything(seed + epoch)  # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
         start = time.time()
         train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer, device, None, precision, accumulate, scaler,
-                                     progress, epoch=epoch)
-        ev = evaluate(model, valid_loader, loss_fn, device, precision)
+                                     progress, epoch=epoch, channels_last=channels_last, on_step=on_step)
+        ev = evaluate(model, valid_loader, loss_fn, device, precision, channels_last)
         rows.append(_epoch_row(epoch, train_loss, ev, time.time() - start))
         bar.set_postfix(train_loss=f"{train_loss:.4f}", valid_auc=f"{ev['valid_auc']:.3f}")
-        if ev["valid_auc"] > best:
-            best, since_best = ev["valid_auc"], 0
-            if checkpoint_dir: save_checkpoint(Path(checkpoint_dir) / "best.pt", model=model.state_dict(), optimizer=optimizer.state_dict(),
-                                               scaler=scaler.state_dict(), epoch=epoch, valid_auc=ev["valid_auc"], config=config or {})
-        else:
-            since_best += 1
-            if since_best >= patience: print(f"early stop: no AUC gain for {patience} epochs"); break
+        improved = ev["valid_auc"] > state["best"]
+        state.update(best=max(state["best"], ev["valid_auc"]), since_best=0 if improved else state["since_best"] + 1, epoch=epoch)
+        last = _save_epoch(checkpoint_dir, improved, model, optimizer, scaler, state, ev, config)
+        if on_epoch_end: on_epoch_end(rows[-1], last, step=(epoch + 1) * len(train_loader))
+        if state["since_best"] >= patience: print(f"early stop: no AUC gain for {patience} epochs"); break
     return history_dict("pytorch", rows, last_eval=ev)

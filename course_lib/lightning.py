@@ -22,15 +22,19 @@ __all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'lightning
 class MelanomaModule(pl.LightningModule):
     "Chapter 03's model, focal loss, Adam and ROC AUC in Lightning's hooks."
     def __init__(self, arch: str = "efficientnet-b0", pretrained: bool = False, lr: float = 5e-4,
-                 alpha: float = 0.25, gamma: float = 2.0, seed: int = 42):
+                 alpha: float = 0.25, gamma: float = 2.0, seed: int = 42, channels_last: bool = False):
         super().__init__()
         self.save_hyperparameters()
         self.model, self.loss_fn = create_model(arch, pretrained), WeightedFocalLoss(alpha, gamma)
         self._probs, self._targets = [], []
 
-    def forward(self, x): return self.model(x)
+    def forward(self, x):
+        if self.hparams.channels_last: x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
+        return self.model(x)
+    def on_fit_start(self):
+        if self.hparams.channels_last: self.model.to(memory_format=torch.channels_last)
     def configure_optimizers(self): return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
-    def on_train_start(self): seed_everything(self.hparams.seed)  # as chapter 03's fit: same dropout draws
+    def on_train_epoch_start(self): seed_everything(self.hparams.seed + self.current_epoch)  # as chapter 03's fit
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -59,10 +63,11 @@ MelanomaModule.validation_step, MelanomaModule.on_validation_epoch_end = _valida
 # %% ../nbs/04_lightning.ipynb #c012
 class MelanomaDataModule(pl.LightningDataModule):
     "Chapter 02's loaders for one fold of a table in the Kaggle layout."
-    def __init__(self, df, data_dir, fold: int = 0, img_size: int = 128, batch_size: int = 32, num_workers: int = 0, seed: int = 42):
+    def __init__(self, df, data_dir, fold: int = 0, img_size: int = 128, batch_size: int = 32, num_workers: int = 0, seed: int = 42,
+                 check_images: bool = True):
         super().__init__()
         self.df, self.data_dir, self.kw = df, data_dir, dict(fold=fold, img_size=img_size, batch_size=batch_size,
-                                                            num_workers=num_workers, seed=seed)
+                                                            num_workers=num_workers, seed=seed, check_images=check_images)
         self._loaders = None
     def setup(self, stage=None):
         if self._loaders is None: self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)
@@ -78,6 +83,8 @@ class HistoryCallback(Callback):
         m = {k: float(v) for k, v in trainer.callback_metrics.items()}
         ev = dict(valid_loss=m.get("valid_loss", math.nan), valid_auc=m.get("valid_auc", math.nan))
         self.rows.append(_epoch_row(trainer.current_epoch, m["train_loss"], ev, time.time() - self._start))
+    def state_dict(self): return {"rows": self.rows}  # saved in Lightning's checkpoints, so a resumed run keeps its history
+    def load_state_dict(self, state): self.rows = list(state["rows"])
 
 # %% ../nbs/04_lightning.ipynb #c015
 def lightning_precision(precision: str) -> str:
@@ -86,16 +93,20 @@ def lightning_precision(precision: str) -> str:
     return "32-true" if precision == "32" else precision
 
 def fit_lightning(module, datamodule, epochs: int = 5, precision: str = "32", accumulate: int = 1, patience: int = 3,
-                  checkpoint_dir=None, progress: bool = True, **trainer_kw) -> dict:
+                  checkpoint_dir=None, progress: bool = True, resume: bool = False, **trainer_kw) -> dict:
     "Fit `module` with a Lightning Trainer; returns the same history as chapter 03's `fit`."
     if epochs < 1: raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
     if accumulate < 1: raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
+    if resume and not checkpoint_dir: raise CourseLibError("resuming needs a checkpoint_dir")
     history = HistoryCallback()
     callbacks = [history, EarlyStopping(monitor="valid_auc", mode="max", patience=patience)]
-    if checkpoint_dir: callbacks.append(ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max"))
+    if checkpoint_dir: callbacks.append(ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max",
+                                                        save_last=True, save_on_train_epoch_end=True))  # last.ckpt: every epoch
     trainer = pl.Trainer(**{**dict(accelerator="auto", devices="auto", max_epochs=epochs, precision=lightning_precision(precision),
                                    accumulate_grad_batches=accumulate, callbacks=callbacks, logger=False, num_sanity_val_steps=0,
                                    enable_checkpointing=bool(checkpoint_dir), enable_progress_bar=progress,
                                    enable_model_summary=False), **trainer_kw})
-    trainer.fit(module, datamodule=datamodule)
+    last = Path(checkpoint_dir or ".") / "last.ckpt"
+    if resume: print(f"resuming from {last}" if last.exists() else f"no checkpoint at {last}: starting from epoch 0")
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resume and last.exists() else None)
     return history_dict("lightning", history.rows)

@@ -6,7 +6,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_MODE", "disabled")  # tracking tests ask for offline explicitly
 
 
 def run_cli(*args, env=None, cwd=None, timeout=600):

@@ -1,0 +1,98 @@
+"Chapters 05-06: precision and accumulation are parameters of one engine, equal across engines."
+import json, math
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+from conftest import run_cli
+from course_lib.data import add_folds
+from course_lib.engine import WeightedFocalLoss, create_model, train_one_epoch
+
+CPU = torch.device("cpu")
+
+
+def small_cnn(norm=False):
+    bn = (lambda c: nn.BatchNorm2d(c)) if norm else (lambda c: nn.Identity())
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), bn(8), nn.ReLU(), nn.Conv2d(8, 8, 3, stride=2), bn(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1))
+
+
+def batches(n, size, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(size, 3, 32, 32, generator=g), (torch.rand(size, 1, generator=g) < 0.3).float()) for _ in range(n)]
+
+
+def weights_after_epoch(data, accumulate, norm=False):
+    torch.manual_seed(0); net = small_cnn(norm)
+    train_one_epoch(net, data, WeightedFocalLoss(), torch.optim.SGD(net.parameters(), lr=0.5), CPU, accumulate=accumulate)
+    return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+
+def split(data, k):
+    return [(x[i:i + len(x) // k], y[i:i + len(x) // k]) for x, y in data for i in range(0, len(x), len(x) // k)]
+
+
+def test_accumulated_micro_batches_equal_the_large_batch_without_batchnorm():
+    big = batches(4, 16)
+    full, accumulated = weights_after_epoch(big, 1), weights_after_epoch(split(big, 4), 4)
+    assert (full - accumulated).abs().max() < 1e-5
+    assert (full - weights_after_epoch(big[:1], 1)).abs().max() > 1e-3, "the four steps really changed the weights"
+
+
+def test_batchnorm_breaks_exact_equality():
+    big = batches(4, 16)
+    no_bn = (weights_after_epoch(big, 1) - weights_after_epoch(split(big, 4), 4)).abs().max()
+    with_bn = (weights_after_epoch(big, 1, norm=True) - weights_after_epoch(split(big, 4), 4, norm=True)).abs().max()
+    assert with_bn > 1e-3 and with_bn > 1000 * no_bn, (with_bn, no_bn)
+
+
+@pytest.mark.parametrize("n, k, steps", [(10, 4, 3), (8, 4, 2), (5, 1, 5), (3, 8, 1)])
+def test_optimizer_and_scheduler_step_once_per_group_including_the_last_partial_one(n, k, steps):
+    net = nn.Linear(3 * 32 * 32, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    data = [(x.flatten(1), y) for x, y in batches(n, 2)]
+    train_one_epoch(net, data, WeightedFocalLoss(), opt, CPU, scheduler=sched, accumulate=k)
+    assert sched.last_epoch == steps == math.ceil(n / k)
+    assert all(p.grad is None for p in net.parameters()), "gradients cleared after the last step"
+
+
+def test_channels_last_changes_layout_not_results():
+    data = batches(2, 4)
+    losses = {}
+    for cl in (False, True):
+        torch.manual_seed(0); model = create_model("resnet18")
+        if cl: model = model.to(memory_format=torch.channels_last)
+        losses[cl] = train_one_epoch(model, data, WeightedFocalLoss(), torch.optim.SGD(model.parameters(), lr=0.01), CPU, channels_last=cl)
+        assert model.conv1.weight.is_contiguous(memory_format=torch.channels_last) == cl
+    assert abs(losses[True] - losses[False]) < 1e-3 * abs(losses[False]), losses  # other kernels, other rounding
+
+
+def test_bf16_autocast_trains_and_keeps_fp32_weights():
+    data = batches(2, 4)
+    torch.manual_seed(0); net = small_cnn()
+    loss = train_one_epoch(net, data, WeightedFocalLoss(), torch.optim.Adam(net.parameters()), CPU, precision="bf16-mixed")
+    assert math.isfinite(loss) and all(p.dtype == torch.float32 for p in net.parameters())
+
+
+def _odd_batch_size(data_dir):
+    "A batch size giving an odd number of training batches, so accumulate=2 ends on a partial group."
+    n = int((add_folds(pd.read_csv(data_dir / "train.csv"), seed=42).fold != 0).sum())
+    return next(b for b in range(10, 30) if math.ceil(n / b) % 2 == 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision, tolerance", [("32", 1e-5), ("bf16-mixed", 1e-3)])
+def test_engines_agree_with_accumulation(sample_dir, tmp_path, precision, tolerance):
+    "course-lib train --precision P --accumulate 2 works for both engines, and they agree per epoch."
+    bs = _odd_batch_size(sample_dir)
+    runs = {}
+    for engine in ("pytorch", "lightning"):
+        r = run_cli("train", "--data", sample_dir, "--engine", engine, "--precision", precision, "--accumulate", 2, "--epochs", 2,
+                    "--img-size", 48, "--batch-size", bs, "--seed", 42, "--out", tmp_path / engine, timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[engine] = json.loads((tmp_path / engine / "metrics.json").read_text())["epochs"]
+    assert len(runs["pytorch"]) == len(runs["lightning"]) == 2
+    for a, b in zip(runs["pytorch"], runs["lightning"]):
+        for k in ("train_loss", "valid_loss", "valid_auc"):
+            assert math.isfinite(a[k]) and abs(a[k] - b[k]) < tolerance, (precision, k, a, b)
