@@ -34,14 +34,15 @@ def load_image(path) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 # %% ../nbs/02_dataset.ipynb #c008
-def _check_image(p: Path) -> str | None:
-    "None if `p` is a readable image, else what is wrong; 'convert' when it is not RGB."
+def _check_image(p: Path, size: tuple | None = None) -> str | None:
+    "None if `p` is a readable RGB image of `size` (w, h); 'convert' when not RGB, 'size WxH' when another size; else what is wrong."
     if not p.exists(): return "missing"
     if p.stat().st_size == 0: return "empty file"
     try:
         with Image.open(p) as im:
             im.load()
-            return None if im.mode == "RGB" else "convert"
+            if im.mode != "RGB": return "convert"
+            return f"size {im.width}x{im.height}" if size and tuple(im.size) != size else None
     except (UnidentifiedImageError, OSError) as e:
         return f"unreadable ({type(e).__name__})"
 
@@ -52,15 +53,22 @@ def validate_table(df: pd.DataFrame, data_dir, check_images: bool = True) -> pd.
     if missing: raise CourseLibError(f"train.csv lacks column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}")
     if len(df) == 0: raise CourseLibError("train.csv has no rows")
     bad = df[~df.target.isin([0, 1])]
-    if len(bad): raise CourseLibError(f"target must be 0 or 1; {len(bad)} rows are not, e.g. {bad.image_name.iloc[0]}: {bad.target.iloc[0]!r}")
+    if len(bad): raise CourseLibError(f"target must be 0 or 1; {len(bad)} rows are not, e.g. {bad.image_name.iloc[0]}: {bad.target.iloc[0]}")
     paths = [image_path(data_dir, n) for n in df.image_name]
     if check_images:
-        problems = {n: why for n, p in zip(df.image_name, paths) if (why := _check_image(p))}
-        broken = {n: why for n, why in problems.items() if why != "convert"}
+        sizes = zip(df.width, df.height) if {"width", "height"} <= set(df.columns) else [None] * len(df)
+        problems = {n: why for n, p, wh in zip(df.image_name, paths, sizes) if (why := _check_image(p, wh and tuple(map(int, wh))))}
+        broken = {n: why for n, why in problems.items() if why != "convert" and not why.startswith("size")}
         if broken:
             shown = "; ".join(f"{n}.jpg {why}" for n, why in list(broken.items())[:3])
             raise CourseLibError(f"{len(broken)} image(s) cannot be used: {shown}" + (" …" if len(broken) > 3 else ""))
-        if problems: print(f"note: {len(problems)} image(s) are not RGB (grayscale or alpha); they are converted to RGB when loaded")
+        if n := sum(why == "convert" for why in problems.values()):
+            print(f"note: {n} image(s) are not RGB (grayscale or alpha); they are converted to RGB when loaded")
+        if resized := {k: v for k, v in problems.items() if v.startswith("size")}:
+            k, v = next(iter(resized.items()))
+            row = df[df.image_name == k].iloc[0]
+            print(f"note: {len(resized)} image(s) differ from the table's width/height (e.g. {k}.jpg is {v[5:]}, the table says "
+                  f"{row.width}x{row.height}); the transforms resize every image (expected for resized copies such as 256x256)")
     return df
 
 # %% ../nbs/02_dataset.ipynb #c012

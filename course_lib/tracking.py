@@ -63,8 +63,8 @@ class Tracker:
         settings = wandb.Settings(console="off", x_disable_stats=True, init_timeout=60)
         self.run = wandb.init(project=project, config=config, mode=self.mode, group=group, name=name, job_type=job_type,
                               dir=str(dir) if dir else None, reinit="create_new", settings=settings)
-        if why and not quiet: print(f"wandb: {why}; recording offline in {self.run.dir.rsplit('/files', 1)[0]} "
-                                    f"(upload later with `wandb sync {self.run.dir.rsplit('/files', 1)[0]}`)")
+        if self.mode == "offline" and not quiet:
+            print(f"wandb: {why or 'offline mode'}; recording offline in {run_folder(self)} (upload later with `wandb sync {run_folder(self)}`)")
 
 # %% ../nbs/08_experiment_tracking.ipynb #c012
 def _on_step(self, step: int, metrics: dict) -> None:
@@ -122,7 +122,9 @@ def read_offline_run(folder) -> dict:
     out = dict(config={}, history=[], summary={}, artifacts=[], run={})
     for r in read_records(logs[0]):
         kind = r.WhichOneof("record_type")
-        if kind == "run": out["run"] = dict(id=r.run.run_id, project=r.run.project, group=r.run.run_group, name=r.run.display_name)
+        if kind == "run":
+            out["run"] = dict(id=r.run.run_id, project=r.run.project, group=r.run.run_group, name=r.run.display_name)
+            out["config"].update({i.key: json.loads(i.value_json) for i in r.run.config.update if not i.key.startswith("_")})
         elif kind == "config":
             out["config"].update({i.key: json.loads(i.value_json) for i in r.config.update if not i.key.startswith("_")})
         elif kind == "history": out["history"].append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item})

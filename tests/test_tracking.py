@@ -1,0 +1,92 @@
+"Chapter 08: W&B tracking never prompts, falls back offline, and loses nothing (read back from run-*.wandb)."
+import json, math
+import pytest
+from conftest import run_cli
+from course_lib.data import CourseLibError
+from course_lib import tracking
+from course_lib.tracking import Tracker, read_offline_run, resolve_mode, run_folder
+
+
+@pytest.fixture
+def no_key(monkeypatch, tmp_path):
+    "No W&B key anywhere: no env var, an empty home (no ~/.netrc), not in Colab."
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(tmp_path / ".netrc"))
+
+
+def test_modes_without_a_key_or_network(no_key, monkeypatch):
+    assert resolve_mode("disabled") == ("disabled", None)
+    assert resolve_mode("offline") == ("offline", None)
+    assert resolve_mode() == ("offline", "no W&B key found (WANDB_API_KEY, Colab secret or `wandb login`)")
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setattr(tracking, "_reachable", lambda *a, **k: False)
+    assert resolve_mode("online") == ("offline", "the W&B server cannot be reached")
+    with pytest.raises(CourseLibError, match="--wandb must be one of"):
+        resolve_mode("sometimes")
+
+
+def test_offline_run_reads_back_every_step_across_blocks(no_key, tmp_path, capsys):
+    "2,000 logged steps (a log far larger than one 32 KiB block), config and an artifact, all read back."
+    ckpt = tmp_path / "model.pt"; ckpt.write_bytes(b"weights" * 1000)
+    with Tracker("course-lib-tests", {"lr": 0.001, "arch": "resnet18"}, dir=tmp_path, name="blocks") as t:
+        for step in range(2000): t.on_step(step, {"train_loss_running": 1.0 / (step + 1), "epoch": step // 1000})
+        t.on_epoch_end({"epoch": 1, "valid_auc": 0.75, "train_loss": 0.5}, ckpt, step=2000)
+        folder = run_folder(t)
+    assert "recording offline" in capsys.readouterr().out, "one line says where the run is"
+    assert sum(p.stat().st_size for p in folder.glob("run-*.wandb")) > 64 * 1024
+    run = read_offline_run(folder)
+    assert run["config"]["lr"] == 0.001 and run["config"]["arch"] == "resnet18" and run["run"]["name"] == "blocks"
+    steps = {h["_step"]: h for h in run["history"]}
+    assert all(abs(steps[s]["train_loss_running"] - 1.0 / (s + 1)) < 1e-12 for s in range(2000))
+    assert steps[2000]["valid_auc"] == 0.75
+    (art,) = run["artifacts"]
+    assert art["type"] == "model" and {"epoch-1", "best", "latest"} <= set(art["aliases"]) and "model.pt" in art["files"]
+
+
+def test_tracker_finishes_the_run_when_training_raises(no_key, tmp_path):
+    with pytest.raises(RuntimeError):
+        with Tracker("course-lib-tests", {"lr": 1}, dir=tmp_path, name="crash") as t:
+            folder = run_folder(t); t.on_step(1, {"loss": 1.0}); raise RuntimeError("boom")
+    assert t.run is None
+    records = tracking.read_records(next(folder.glob("run-*.wandb")))
+    exits = [r.exit for r in records if r.WhichOneof("record_type") == "exit"]
+    assert exits and exits[-1].exit_code == 1
+
+
+def test_disabled_writes_nothing(tmp_path):
+    with Tracker("course-lib-tests", {}, mode="disabled", dir=tmp_path) as t:
+        t.on_step(1, {"x": 1.0}); t.on_epoch_end({"epoch": 0, "valid_auc": 0.5})
+    assert run_folder(t) is None and not (tmp_path / "wandb").exists()
+
+
+def _read_back(out):
+    folders = [p.parent for p in (out / "wandb").glob("*run-*/run-*.wandb")]
+    assert len(folders) == 1, folders
+    return read_offline_run(folders[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
+def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_path, no_key):
+    "course-lib train --wandb offline (no key, no stdin): config, every epoch's metrics and the model artifacts are in the log."
+    out = tmp_path / engine
+    arch = "resnet18" if engine == "xla" else "efficientnet-b0"
+    r = run_cli("train", "--engine", engine, "--data", sample_dir, "--arch", arch, "--img-size", 32, "--batch-size", 3, "--epochs", 2,
+                "--lr", 0.001, "--wandb", "offline", "--out", out, env={"PJRT_DEVICE": "CPU"}, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    run = _read_back(out)
+    assert run["config"]["lr"] == 0.001 and run["config"]["engine"] == engine and run["config"]["arch"] == arch
+    logged = [h for h in run["history"] if "valid_auc" in h]
+    assert len(logged) == len(metrics["epochs"]) == 2
+    for row, h in zip(metrics["epochs"], logged):
+        for k in ("valid_auc", "valid_loss", "train_loss"):
+            assert math.isclose(row[k], h[k], rel_tol=1e-6, abs_tol=1e-9), (engine, k, row[k], h[k])
+    models = [a for a in run["artifacts"] if a["type"] == "model"]
+    assert len(models) >= 2 and all(a["files"] for a in models), run["artifacts"]
+    if engine == "pytorch":  # step metrics every 25 steps (32 steps per epoch at batch 3)
+        running = [h for h in run["history"] if "train_loss_running" in h]
+        assert len(running) == 2 and all(h["train_loss_running"] > 0 for h in running)
+        assert {a2 for a in models for a2 in a["aliases"]} >= {"epoch-0", "epoch-1", "best", "latest"}
