@@ -119,6 +119,7 @@ def make_dataloaders(df: pd.DataFrame, data_dir, fold: int = 0, img_size: int = 
                              get_transforms(img_size, train, seed), seed=seed)
         loaders.append(torch.utils.data.DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
                        sampler=EpochShuffleSampler(len(ds), seed) if train else None,
+                       drop_last=train and len(ds) % batch_size == 1,  # a 1-image batch breaks BatchNorm in training
                        generator=torch.Generator().manual_seed(seed),  # worker seeds; keeps the global RNG untouched
                        persistent_workers=num_workers > 0, pin_memory=torch.cuda.is_available()))
     return tuple(loaders)
