@@ -65,10 +65,9 @@ def seed_everything(seed: int) -> None:
     random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
 
 def autocast(precision: str, device: torch.device):
-    "The forward-pass context for `precision`: torch.autocast for mixed precision, else a no-op."
+    "The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every precision)."
     if precision not in PRECISIONS: raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision == "32": return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16)
+    return torch.autocast(device.type, dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16, enabled=precision != "32")
 
 # %% ../nbs/03_pytorch_loop.ipynb #c016
 def _check_finite(total: torch.Tensor, step: int) -> None:
