@@ -176,6 +176,8 @@ def fit(model, train_loader, valid_loader, epochs: int = 5, lr: float = 5e-4, lo
     if epochs < 1: raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
     if resume and not checkpoint_dir: raise CourseLibError("resuming needs a checkpoint_dir")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if precision == "16-mixed" and device.type == "cpu":  # as Lightning does: fp16 AMP is a GPU feature
+        print("notice: 16-mixed is not supported on CPU; using bf16-mixed"); precision = "bf16-mixed"
     model, loss_fn = model.to(device), (loss_fn or WeightedFocalLoss()).to(device)
     if channels_last: model = model.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)

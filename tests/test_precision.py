@@ -82,7 +82,7 @@ def _odd_batch_size(data_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision, tolerance", [("32", 1e-5), ("bf16-mixed", 1e-3)])
+@pytest.mark.parametrize("precision, tolerance", [("32", 1e-5), ("bf16-mixed", 1e-3), ("16-mixed", 1e-3)])  # 16-mixed: bf16 on CPU, both engines
 def test_engines_agree_with_accumulation(sample_dir, tmp_path, precision, tolerance):
     "course-lib train --precision P --accumulate 2 works for both engines, and they agree per epoch."
     bs = _odd_batch_size(sample_dir)
