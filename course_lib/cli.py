@@ -215,6 +215,7 @@ def _train_parser(sub):
 def _check_train_args(a) -> None:
     "Refuse bad training arguments before any work starts."
     from course_lib.engine import ARCHS, PRECISIONS
+    from course_lib.xla import XLA_PRECISIONS
     checks = [(a.epochs >= 1, f"--epochs must be at least 1, got {a.epochs}"),
               (a.accumulate >= 1, f"--accumulate must be at least 1, got {a.accumulate}"),
               (a.batch_size >= 1, f"--batch-size must be at least 1, got {a.batch_size}"),
@@ -224,7 +225,7 @@ def _check_train_args(a) -> None:
               (a.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}, got {a.precision!r}"),
               (a.data is None or a.data.is_dir(), f"--data {a.data} is not a folder"),
               (a.data is None or (a.data / "train.csv").is_file(), f"--data {a.data} has no train.csv (expected the Kaggle layout)"),
-              (a.engine != "xla" or a.precision in ("32", "bf16-mixed"), f"--engine xla supports --precision 32 or bf16-mixed, got {a.precision!r}"),
+              (a.engine != "xla" or a.precision in XLA_PRECISIONS, f"--engine xla supports --precision 32 or bf16-mixed, got {a.precision!r}"),
               (a.engine != "xla" or not a.resume, "--resume is supported by the pytorch and lightning engines, not xla"),
               (not a.resume or (a.out / "checkpoints").is_dir(), f"--resume: no checkpoints in {a.out / 'checkpoints'} to resume from")]
     for ok, msg in checks:

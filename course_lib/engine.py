@@ -6,7 +6,7 @@ Docs: https://course-lib.github.io/course_lib/pytorch_loop.html.md"""
 
 # %% ../nbs/03_pytorch_loop.ipynb #c004
 from __future__ import annotations
-import contextlib, json, math, os, random, time
+import json, math, os, random, time
 from pathlib import Path
 import numpy as np
 import torch

@@ -115,6 +115,10 @@ def read_records(path) -> list:
     return records
 
 # %% ../nbs/08_experiment_tracking.ipynb #c020
+def _values(items, internal: bool = False) -> dict:
+    "A record's key/value_json items as a dict; W&B's internal `_` keys only when `internal`."
+    return {i.key: json.loads(i.value_json) for i in items if internal or not i.key.startswith("_")}
+
 def read_offline_run(folder) -> dict:
     "Config, history rows, summary and artifacts (name, aliases, files with digests) of a run folder on disk."
     logs = sorted(Path(folder).glob("run-*.wandb"))
@@ -124,11 +128,10 @@ def read_offline_run(folder) -> dict:
         kind = r.WhichOneof("record_type")
         if kind == "run":
             out["run"] = dict(id=r.run.run_id, project=r.run.project, group=r.run.run_group, name=r.run.display_name)
-            out["config"].update({i.key: json.loads(i.value_json) for i in r.run.config.update if not i.key.startswith("_")})
-        elif kind == "config":
-            out["config"].update({i.key: json.loads(i.value_json) for i in r.config.update if not i.key.startswith("_")})
+            out["config"].update(_values(r.run.config.update))
+        elif kind == "config": out["config"].update(_values(r.config.update))
         elif kind == "history": out["history"].append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item})
-        elif kind == "summary": out["summary"].update({i.key: json.loads(i.value_json) for i in r.summary.update})
+        elif kind == "summary": out["summary"].update(_values(r.summary.update, internal=True))
         elif kind == "artifact":
             a = r.artifact
             out["artifacts"].append(dict(name=a.name, type=a.type, aliases=list(a.aliases), digest=a.digest,

@@ -14,8 +14,8 @@ from .data import CourseLibError
 from .engine import PRECISIONS, WeightedFocalLoss, autocast, create_model, history_dict, seed_everything
 
 # %% auto #0
-__all__ = ['TASKS', 'XLA_DEFAULTS', 'replica_info', 'optimizer_step', 'gather', 'simple_cnn', 'fashion_task', 'melanoma_task',
-           'compile_count', 'check_no_recompilation', 'require_xla', 'train_xla']
+__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'replica_info', 'optimizer_step', 'gather', 'simple_cnn', 'fashion_task',
+           'melanoma_task', 'compile_count', 'check_no_recompilation', 'require_xla', 'train_xla']
 
 # %% ../nbs/07_tpu.ipynb #c009
 def _dist():
@@ -173,6 +173,7 @@ def _epochs(model, loss_fn, loss_fn_cpu, optimizer, sampler, train_loader, valid
         if tracker: tracker.on_epoch_end(rows[-1], ckpt if rank == 0 else None, step=epoch)
 
 # %% ../nbs/07_tpu.ipynb #c022
+XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16
 XLA_DEFAULTS = dict(task="fashion", data_dir=None, smoke=False, download=False, arch="resnet50", pretrained=False, img_size=128,
                     batch_size=128, epochs=2, lr=1e-3, precision="32", accumulate=1, num_workers=0, seed=42, fold=0, out="runs/xla",
                     tracker=None)
@@ -190,7 +191,7 @@ def train_xla(**flags) -> dict:
     unknown = set(flags) - set(XLA_DEFAULTS)
     if unknown: raise CourseLibError(f"unknown setting(s) {', '.join(sorted(unknown))}")
     if flags["task"] not in TASKS: raise CourseLibError(f"unknown task {flags['task']!r}; choose one of {', '.join(TASKS)}")
-    if flags["precision"] not in ("32", "bf16-mixed"): raise CourseLibError(f"--precision on XLA must be 32 or bf16-mixed, got {flags['precision']!r}")
+    if flags["precision"] not in XLA_PRECISIONS: raise CourseLibError(f"--precision on XLA must be 32 or bf16-mixed, got {flags['precision']!r}")
     if flags["epochs"] < 1 or flags["accumulate"] < 1: raise CourseLibError("--epochs and --accumulate must be at least 1")
     require_xla()
     import torch_xla.distributed.xla_multiprocessing as xmp
