@@ -6,13 +6,13 @@ Docs: https://course-lib.github.io/course_lib/experiment_tracking.html.md"""
 
 # %% ../nbs/08_experiment_tracking.ipynb #c005
 from __future__ import annotations
-import json, os, socket, struct
+import json, os, socket, struct, time, zlib
 from pathlib import Path
 from .data import CourseLibError
 
 # %% auto #0
-__all__ = ['MODES', 'find_wandb_key', 'resolve_mode', 'Tracker', 'run_folder', 'read_records', 'read_offline_run', 'wandb_logger',
-           'xla_tracker']
+__all__ = ['MODES', 'find_wandb_key', 'resolve_mode', 'Tracker', 'run_folder', 'read_records', 'finished_records',
+           'read_offline_run', 'wandb_logger', 'xla_tracker']
 
 # %% ../nbs/08_experiment_tracking.ipynb #c007
 MODES = ("online", "offline", "disabled")
@@ -101,15 +101,18 @@ def run_folder(tracker: Tracker) -> Path | None:
 
 # %% ../nbs/08_experiment_tracking.ipynb #c019
 def read_records(path) -> list:
-    "Every Record in a W&B transaction log (run-<id>.wandb), decoded with wandb's own protobuf classes."
+    "Every Record in a W&B transaction log (run-<id>.wandb), decoded with wandb's own protobuf classes; CRCs checked."
     from wandb.proto import wandb_internal_pb2 as pb
     data, block, records, pending, pos = Path(path).read_bytes(), 32 * 1024, [], b"", 7
     if data[:4] != b":W&B": raise CourseLibError(f"{path} is not a W&B transaction log")
     while pos + 7 <= len(data):
         if block - pos % block < 7: pos += block - pos % block; continue  # block trailer too small for a header
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
         if kind == 0 and length == 0: pos += block - pos % block; continue  # zero padding
-        pending += data[pos + 7:pos + 7 + length]; pos += 7 + length
+        chunk = data[pos + 7:pos + 7 + length]
+        if len(chunk) < length: break  # a chunk still being written
+        if zlib.crc32(bytes([kind]) + chunk) != crc: raise CourseLibError(f"{path}: bad CRC in the chunk at byte {pos}")
+        pending += chunk; pos += 7 + length
         if kind in (1, 4):  # FULL or LAST: a whole record is assembled
             r = pb.Record(); r.ParseFromString(pending); records.append(r); pending = b""
     return records
@@ -119,12 +122,22 @@ def _values(items, internal: bool = False) -> dict:
     "A record's key/value_json items as a dict; W&B's internal `_` keys only when `internal`."
     return {i.key: json.loads(i.value_json) for i in items if internal or not i.key.startswith("_")}
 
-def read_offline_run(folder) -> dict:
-    "Config, history rows, summary and artifacts (name, aliases, files with digests) of a run folder on disk."
+def finished_records(log, timeout: float = 60.0) -> list:
+    "The records of a finished run, waiting up to `timeout` s for W&B to write its closing `exit` record."
+    deadline = time.monotonic() + timeout
+    while True:
+        records = read_records(log)
+        if any(r.WhichOneof("record_type") == "exit" for r in records): return records
+        if time.monotonic() > deadline:
+            raise CourseLibError(f"{log} has no exit record after {timeout:g} s: the run is still going or was killed")
+        time.sleep(0.2)
+
+def read_offline_run(folder, timeout: float = 60.0) -> dict:
+    "Config, history rows, summary and artifacts (name, aliases, files with digests) of a finished run folder on disk."
     logs = sorted(Path(folder).glob("run-*.wandb"))
     if not logs: raise CourseLibError(f"no run-*.wandb file in {folder}")
     out = dict(config={}, history=[], summary={}, artifacts=[], run={})
-    for r in read_records(logs[0]):
+    for r in finished_records(logs[0], timeout):
         kind = r.WhichOneof("record_type")
         if kind == "run":
             out["run"] = dict(id=r.run.run_id, project=r.run.project, group=r.run.run_group, name=r.run.display_name)

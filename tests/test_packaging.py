@@ -1,5 +1,5 @@
 "The wheel installs into a clean venv with only its declared requirements."
-import subprocess, sys, venv
+import shutil, subprocess, sys, venv
 import pytest
 from conftest import REPO
 
@@ -10,6 +10,12 @@ def test_wheel_installs_with_only_declared_requirements(tmp_path):
                    check=True, capture_output=True)
     wheel = next((tmp_path / "dist").glob("course_lib-*.whl"))
     venv.create(tmp_path / "venv", with_pip=True)
+    try: _check_venv(tmp_path, wheel)
+    finally: shutil.rmtree(tmp_path / "venv", ignore_errors=True)  # torch makes it ~7 GB
+
+
+def _check_venv(tmp_path, wheel):
+    "Install the wheel with its declared requirements into tmp_path/venv, then check what came with it and what works."
     py, bin_ = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin"
     # constraints.txt keeps the same versions as CI (and lets pip reuse its cache); it adds no packages
     r = subprocess.run([str(py), "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"), str(wheel)],

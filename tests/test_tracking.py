@@ -50,9 +50,28 @@ def test_tracker_finishes_the_run_when_training_raises(no_key, tmp_path):
         with Tracker("course-lib-tests", {"lr": 1}, dir=tmp_path, name="crash") as t:
             folder = run_folder(t); t.on_step(1, {"loss": 1.0}); raise RuntimeError("boom")
     assert t.run is None
-    records = tracking.read_records(next(folder.glob("run-*.wandb")))
+    records = tracking.finished_records(next(folder.glob("run-*.wandb")))
     exits = [r.exit for r in records if r.WhichOneof("record_type") == "exit"]
     assert exits and exits[-1].exit_code == 1
+
+
+def test_a_damaged_or_unfinished_log_is_an_error_not_missing_steps(no_key, tmp_path):
+    "A flipped byte fails the CRC check; a log without its exit record is refused after the timeout."
+    with Tracker("course-lib-tests", {"lr": 1}, dir=tmp_path, name="damaged") as t:
+        for step in range(50): t.on_step(step, {"loss": float(step)})
+        folder = run_folder(t)
+    log = next(folder.glob("run-*.wandb"))
+    records = tracking.finished_records(log)
+    assert sorted(h["_step"] for h in read_offline_run(folder)["history"]) == list(range(50))
+    data = bytearray(log.read_bytes()); data[len(data) // 2] ^= 0xFF
+    (tmp_path / "bad").mkdir(); (tmp_path / "bad" / log.name).write_bytes(bytes(data))
+    with pytest.raises(CourseLibError, match="bad CRC in the chunk at byte"):
+        read_offline_run(tmp_path / "bad")
+    exit_at = max(i for i, r in enumerate(records) if r.WhichOneof("record_type") == "exit")
+    cut = log.read_bytes()[:len(log.read_bytes()) - records[exit_at].ByteSize() - 7]  # drop the last chunk (the exit record)
+    (tmp_path / "cut").mkdir(); (tmp_path / "cut" / log.name).write_bytes(cut)
+    with pytest.raises(CourseLibError, match="has no exit record after 0.5 s"):
+        read_offline_run(tmp_path / "cut", timeout=0.5)
 
 
 def test_disabled_writes_nothing(tmp_path):

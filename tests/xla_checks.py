@@ -4,7 +4,7 @@
     python tests/xla_checks.py lightning OUT.json   # chapter 04's module fitted by Lightning on XLA:CPU
     python tests/xla_checks.py replicas OUT.json    # chapter 07's _run: 2 gloo-joined XLA:CPU replicas vs 1
 """
-import json, os, socket, sys, tempfile
+import json, os, socket, sys
 from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
@@ -28,6 +28,7 @@ def lightning(out):
     import pandas as pd, pytorch_lightning as pl, torch_xla.runtime as xr
     from pytorch_lightning.accelerators import XLAAccelerator
     from course_lib.data import add_folds, make_sample_dataset
+    from course_lib.engine import seed_everything
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
 
     class XLACPUAccelerator(XLAAccelerator):
@@ -47,12 +48,20 @@ def lightning(out):
 
     data = make_sample_dataset(Path(out).parent / "sample", n=96, img_size=40, seed=3)
     df = add_folds(pd.read_csv(data / "train.csv"), seed=42)
-    module = MelanomaModule("resnet18", seed=42)
-    seen = set()  # devices of the batches and weights while training
-    module.on_train_batch_start = lambda batch, batch_idx: seen.update({str(batch[0].device), str(module.model.fc.weight.device)})
-    trainer_kw = dict(accelerator=XLACPUAccelerator(), devices=1)
-    hist = fit_lightning(module, MelanomaDataModule(df, data, 0, img_size=32, batch_size=16), epochs=2, progress=False, **trainer_kw)
-    return dict(history=hist, devices_seen=sorted(seen), strategy=type(module.trainer.strategy).__name__)
+    fitted = {}
+    for where, accelerator in (("xla", XLACPUAccelerator()), ("cpu", "cpu")):  # the same seeded run on both
+        seed_everything(42); module = MelanomaModule("resnet18", seed=42)
+        seen, losses = set(), []  # devices of the batches and weights while training; each step's loss
+        module.on_train_batch_start = lambda batch, batch_idx, m=module, s=seen: s.update({str(batch[0].device), str(m.model.fc.weight.device)})
+        module.on_train_batch_end = lambda outputs, batch, batch_idx, l=losses: l.append(float(outputs["loss"]))
+        start = {k: v.clone() for k, v in module.state_dict().items()}
+        dm = MelanomaDataModule(df, data, 0, img_size=32, batch_size=16)
+        hist = fit_lightning(module, dm, epochs=2, progress=False, accelerator=accelerator, devices=1,
+                             checkpoint_dir=Path(out).parent / f"ckpt-{where}")
+        moved = max((v.cpu() - start[k]).abs().max().item() for k, v in module.state_dict().items() if v.is_floating_point())
+        fitted[where] = dict(history=hist, devices_seen=sorted(seen), strategy=type(module.trainer.strategy).__name__,
+                             step_losses=losses, largest_weight_change=moved)
+    return dict(fitted["xla"], cpu=fitted["cpu"])
 
 
 def _replica(rank, world, flags, port, out):
@@ -72,7 +81,7 @@ def replicas(out):
     flags = dict(XLA_DEFAULTS, task="fashion", smoke=True, arch="simple-cnn", img_size=16, epochs=1, lr=1e-3, seed=0)
     runs = {}
     for world, batch, lr in ((2, 16, 1e-3), (1, 32, 2e-3)):  # _run multiplies lr by the number of replicas
-        d = Path(tempfile.mkdtemp()); (d / "checkpoints").mkdir()
+        d = Path(out).parent / f"replicas-{world}"; (d / "checkpoints").mkdir(parents=True)
         s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
         mp.spawn(_replica, args=(world, dict(flags, batch_size=batch, lr=lr), port, str(d)), nprocs=world)
         state = xser.load(str(d / "checkpoints" / "last" / "model.pt"))
