@@ -1,8 +1,8 @@
 """Training throughput and peak memory, side by side in one run: a minimal hand-written loop (the reference),
 course_lib's engine (chapter 03) and its Lightning module (chapter 04), each in several precisions.
 
-Every configuration runs in its own fresh Python process (so peak memory is that configuration's alone) on the
-same synthetic, device-resident batches; the script prints a table with images/s, peak memory and the ratios
+Every configuration runs in its own fresh Python process (so peak memory is that configuration's alone; on a GPU,
+--in-process runs them all in one process instead) on the same synthetic, device-resident batches; the script prints a table with images/s, peak memory and the ratios
 engine/reference and Lightning/reference, and writes it as JSON and Markdown.
 
     python bench/bench.py                       # CPU here: EfficientNet-B0, 128 px, batch 32
@@ -122,6 +122,22 @@ def measure_one(loop, arch, img_size, batch_size, steps, warmup, device, precisi
                 step_seconds=[round(t, 4) for t in step_seconds])
 
 
+def measure_in_new_process(job: dict, label: str) -> dict:
+    "measure_one in a fresh Python process: its peak memory is this configuration's alone."
+    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(job)], capture_output=True, text=True)
+    line = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+    if not line: sys.exit(f"bench: {job['loop']} / {label} failed:\n{out.stderr[-3000:]}")
+    return json.loads(line[0][7:])
+
+
+def measure_here(job: dict) -> dict:
+    "measure_one in this process, then free what it allocated on the GPU."
+    import gc, torch
+    result = measure_one(**job)
+    gc.collect(); torch.cuda.empty_cache()
+    return result
+
+
 def cpu_name() -> str:
     "The CPU model from /proc/cpuinfo (Linux), else the platform's word for it."
     try: return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
@@ -151,8 +167,11 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=8, help="timed optimizer steps (default: 8)")
     p.add_argument("--warmup", type=int, default=2, help="untimed optimizer steps first (default: 2)")
     p.add_argument("--rounds", type=int, default=3, help="repeat the three loops this many times, interleaved; report medians (default: 3)")
-    p.add_argument("--only", help="run only configurations whose label contains this text")
+    p.add_argument("--only", nargs="+", metavar="LABEL", help="run only these configurations, by exact label (e.g. 32 'bf16-mixed + channels_last')")
     p.add_argument("--out", type=Path, default=Path("bench/results"), help="folder for the JSON and Markdown results")
+    p.add_argument("--in-process", action="store_true",
+                   help="GPU only: run every loop in this one process (peak memory per loop from CUDA's counters), so that "
+                        "process-to-process differences (clocks, launch overhead) do not enter the ratios")
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one configuration (JSON) in this process
     a = p.parse_args(argv)
     if a.device == "auto":
@@ -163,18 +182,18 @@ def main(argv=None):
         print("RESULT " + json.dumps(measure_one(**job)))
         return
     if a.batch_size % 2: p.error("--batch-size must be even (accumulation splits it in two)")
+    if a.in_process and a.device != "cuda": p.error("--in-process needs --device cuda (CPU peak memory is per process)")
+    labels = [name(c) for c in configs(a.device)]
+    if a.only and set(a.only) - set(labels): p.error(f"--only: unknown label(s) {sorted(set(a.only) - set(labels))}; known: {labels}")
     rows = []
     for c in configs(a.device):
-        if a.only and a.only not in name(c): continue
+        if a.only and name(c) not in a.only: continue
         row, runs = dict(config=name(c), **c), {loop: [] for loop in LOOPS}
         for _ in range(a.rounds):
             for loop in LOOPS:  # the three loops back to back, round after round, so drift hits all three alike
                 job = dict(loop=loop, arch=a.arch, img_size=a.img_size, batch_size=a.batch_size, steps=a.steps,
                            warmup=a.warmup, device=a.device, **c)
-                out = subprocess.run([sys.executable, __file__, "--one", json.dumps(job)], capture_output=True, text=True)
-                line = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
-                if not line: sys.exit(f"bench: {loop} / {name(c)} failed:\n{out.stderr[-3000:]}")
-                runs[loop].append(json.loads(line[0][7:]))
+                runs[loop].append(measure_here(job) if a.in_process else measure_in_new_process(job, name(c)))
         for loop, rs in runs.items():
             ips = sorted(r["images_per_second"] for r in rs)
             row[f"{loop}_images_per_second"] = ips[len(ips) // 2]  # median over rounds
@@ -185,14 +204,20 @@ def main(argv=None):
         row["lightning_ratio"] = round(row["lightning_images_per_second"] / ref, 3)
         rows.append(row)
         print(f"{row['config']:<42} ref {ref:8.1f} img/s  engine x{row['engine_ratio']:.3f}  lightning x{row['lightning_ratio']:.3f}", flush=True)
+        result = save(rows, a)  # after every row, so a run cut short keeps what it measured
+    print(markdown(result))
+
+
+def save(rows: list, a) -> dict:
+    "Write the rows so far as JSON and Markdown (speed-ups against the fp32 reference when it was measured)."
     fp32 = next((r["reference_images_per_second"] for r in rows if r["config"] == "32"), None)
     for r in rows: r["speedup_vs_fp32"] = round(r["reference_images_per_second"] / fp32, 3) if fp32 else None
     result = dict(settings={k: v for k, v in vars(a).items() if k not in ("one", "out")}, machine=versions(), rows=rows)
     a.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{a.device}_{a.arch}_{a.img_size}px_b{a.batch_size}"
+    stem = f"{a.device}_{a.arch}_{a.img_size}px_b{a.batch_size}" + ("_in-process" if a.in_process else "")
     (a.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (a.out / f"{stem}.md").write_text(markdown(result))
-    print(markdown(result))
+    return result
 
 
 def markdown(result: dict) -> str:
