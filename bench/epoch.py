@@ -2,7 +2,8 @@
 
 Measures, in one run: JPEG decoding alone (a minimal PIL-to-uint8 pipeline, and the course's albumentations
 pipeline), the training ceiling on a device-resident batch, and one full epoch through each input pipeline
-(minimal: uint8 batches pinned and normalised on the device; course: chapter 02's dataset and chapter 03's engine).
+(minimal: uint8 batches pinned and normalised on the device; course: chapter 02's dataset and chapter 03's engine, with
+the images normalised in the workers as float32, and as uint8 normalised on the device: `normalize_on_device=True`).
 
     python bench/epoch.py --n 512 --img-size 128 --batch-size 32            # CPU here
     python bench/epoch.py --n 33126 --workers 16 --batch-size 256 --device cuda   # the ISIC 2020 train size on a GPU
@@ -113,10 +114,12 @@ def main(argv=None):
     res = dict(images=len(df), file_size=a.file_size, img_size=a.img_size, batch_size=a.batch_size, workers=a.workers,
                device=torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu", precision=a.precision, channels_last=cl,
                torch=torch.__version__, cpu_cores=os.cpu_count())
-    course_ds = MelanomaDataset(paths, df.target, get_transforms(a.img_size, train=True, seed=0))
+    course = {"course_uint8": MelanomaDataset(paths, df.target, get_transforms(a.img_size, train=True, seed=0, normalize=False)),
+              "course": MelanomaDataset(paths, df.target, get_transforms(a.img_size, train=True, seed=0))}
     raw_ds = RawJpegs(paths, df.target)
     res["decode_minimal_images_per_second"] = round(decode_rate(loader(raw_ds, a.batch_size, a.workers, device)), 1)
-    res["decode_course_images_per_second"] = round(decode_rate(loader(course_ds, a.batch_size, a.workers, device)), 1)
+    for k, ds in course.items():
+        res[f"decode_{k}_images_per_second"] = round(decode_rate(loader(ds, a.batch_size, a.workers, device)), 1)
     out = a.out / f"epoch_{device.type}_{a.arch}_{a.img_size}px_b{a.batch_size}_n{len(df)}.json"
     save = lambda: (a.out.mkdir(parents=True, exist_ok=True), out.write_text(json.dumps(res, indent=2) + "\n"))
     save(); print(json.dumps(res), flush=True)  # saved after every phase, so a run cut short keeps what it measured
@@ -141,15 +144,16 @@ def main(argv=None):
     save(); print(f"epoch, minimal pipeline: {sec:.1f} s", flush=True)
 
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
-    t = time.perf_counter()
-    train_one_epoch(model, loader(course_ds, a.batch_size, a.workers, device), WeightedFocalLoss().to(device), opt, device,
-                    precision=a.precision, channels_last=cl)
-    _sync(device); sec = time.perf_counter() - t
-    res.update(epoch_course_seconds=round(sec, 2), epoch_course_images_per_second=round(n / sec, 1))
-    for k in ("minimal", "course"):
+    for k, ds in course.items():  # the engine normalises uint8 batches on the device (chapter 02's normalize_batch)
+        t = time.perf_counter()
+        train_one_epoch(model, loader(ds, a.batch_size, a.workers, device), WeightedFocalLoss().to(device), opt, device,
+                        precision=a.precision, channels_last=cl)
+        _sync(device); sec = time.perf_counter() - t
+        res.update({f"epoch_{k}_seconds": round(sec, 2), f"epoch_{k}_images_per_second": round(n / sec, 1)})
+        save(); print(f"epoch, {k} pipeline: {sec:.1f} s", flush=True)
+    for k in ("minimal", *course):
         res[f"epoch_{k}_vs_ceiling"] = round(res[f"epoch_{k}_images_per_second"] / res["ceiling_images_per_second"], 3)
-    res["isic_2020_epoch_seconds_minimal"] = round(33126 / res["epoch_minimal_images_per_second"], 1)
-    res["isic_2020_epoch_seconds_course"] = round(33126 / res["epoch_course_images_per_second"], 1)
+        res[f"isic_2020_epoch_seconds_{k}"] = round(33126 / res[f"epoch_{k}_images_per_second"], 1)
     save()
     print(json.dumps(res, indent=2))
 

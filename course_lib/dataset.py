@@ -14,8 +14,8 @@ from PIL import Image, UnidentifiedImageError
 from .data import CourseLibError, add_folds, get_data_dir
 
 # %% auto #0
-__all__ = ['REQUIRED_COLUMNS', 'image_path', 'load_image', 'validate_table', 'MelanomaDataset', 'get_transforms',
-           'EpochShuffleSampler', 'make_dataloaders']
+__all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'validate_table', 'MelanomaDataset',
+           'get_transforms', 'normalize_batch', 'EpochShuffleSampler', 'make_dataloaders']
 
 # %% ../nbs/02_dataset.ipynb #c007
 REQUIRED_COLUMNS = ("image_name", "target")
@@ -87,13 +87,24 @@ class MelanomaDataset(torch.utils.data.Dataset):
         return image, torch.tensor([self.targets[idx]], dtype=torch.float32)
 
 # %% ../nbs/02_dataset.ipynb #c014
-def get_transforms(img_size: int = 128, train: bool = True, seed: int | None = None):
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # A.Normalize's defaults
+
+def get_transforms(img_size: int = 128, train: bool = True, seed: int | None = None, normalize: bool = True):
     "The albumentations pipeline: resize, random crop + flips (train) or centre crop (valid), normalise, to tensor."
     import albumentations as A
     from albumentations.pytorch import ToTensorV2
     resize = A.Resize(img_size * 9 // 8, img_size * 9 // 8)
     crop = [A.RandomCrop(img_size, img_size), A.HorizontalFlip(), A.VerticalFlip()] if train else [A.CenterCrop(img_size, img_size)]
-    return A.Compose([resize, *crop, A.Normalize(), ToTensorV2()], seed=seed)
+    norm = [A.Normalize(IMAGENET_MEAN, IMAGENET_STD)] if normalize else []  # without it: uint8 tensors (see below)
+    return A.Compose([resize, *crop, *norm, ToTensorV2()], seed=seed)
+
+# %% ../nbs/02_dataset.ipynb #c015b
+def normalize_batch(x: torch.Tensor) -> torch.Tensor:
+    "A uint8 image batch (N, 3, H, W) as floats normalised exactly as A.Normalize does, on x's device; floats pass through."
+    if x.dtype != torch.uint8: return x
+    mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1) * 255  # in float32, like albumentations
+    inv_std = torch.reciprocal(torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1) * 255)
+    return (x.float() - mean) * inv_std
 
 # %% ../nbs/02_dataset.ipynb #c017
 class EpochShuffleSampler(torch.utils.data.Sampler):
@@ -107,8 +118,8 @@ class EpochShuffleSampler(torch.utils.data.Sampler):
 
 # %% ../nbs/02_dataset.ipynb #c019
 def make_dataloaders(df: pd.DataFrame, data_dir, fold: int = 0, img_size: int = 128, batch_size: int = 32,
-                     num_workers: int = 0, seed: int = 42, check_images: bool = True):
-    "Train and valid DataLoaders for `fold` of `df` (which needs a `fold` column), after `validate_table`."
+                     num_workers: int = 0, seed: int = 42, check_images: bool = True, normalize_on_device: bool = False):
+    "Train and valid DataLoaders for `fold` of `df` (needs a `fold` column), after `validate_table`; uint8 batches if `normalize_on_device`."
     validate_table(df, data_dir, check_images)
     if "fold" not in df.columns: raise CourseLibError("the table has no fold column: call add_folds first")
     if fold not in set(df.fold): raise CourseLibError(f"--fold {fold} does not exist; folds are {sorted(set(df.fold))}")
@@ -116,7 +127,7 @@ def make_dataloaders(df: pd.DataFrame, data_dir, fold: int = 0, img_size: int = 
     for train in (True, False):
         part = df[(df.fold != fold) if train else (df.fold == fold)]
         ds = MelanomaDataset([image_path(data_dir, n) for n in part.image_name], part.target,
-                             get_transforms(img_size, train, seed), seed=seed)
+                             get_transforms(img_size, train, seed, normalize=not normalize_on_device), seed=seed)
         loaders.append(torch.utils.data.DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
                        sampler=EpochShuffleSampler(len(ds), seed) if train else None,
                        drop_last=train and len(ds) % batch_size == 1,  # a 1-image batch breaks BatchNorm in training

@@ -13,10 +13,11 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from .data import CourseLibError
+from .dataset import normalize_batch
 
 # %% auto #0
 __all__ = ['EFFICIENTNETS', 'RESNETS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything', 'autocast',
-           'train_one_epoch', 'evaluate', 'save_checkpoint', 'load_checkpoint', 'history_dict', 'fit']
+           'to_device', 'train_one_epoch', 'evaluate', 'save_checkpoint', 'load_checkpoint', 'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))
@@ -77,6 +78,12 @@ def _check_finite(total: torch.Tensor, step: int) -> None:
                              "use bf16 instead of fp16, or check the data for NaNs")
 
 # %% ../nbs/03_pytorch_loop.ipynb #c017
+def to_device(batch, device, channels_last: bool = False):
+    "An (images, targets) batch on `device`; uint8 images are normalised there (chapter 02), channels_last on request (chapter 05)."
+    x, y = batch
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return normalize_batch(x.to(device, non_blocking=True, memory_format=fmt)), y.to(device, non_blocking=True)
+
 def train_one_epoch(model, loader, loss_fn, optimizer, device, scheduler=None, precision: str = "32",
                     accumulate: int = 1, scaler=None, progress: bool = False, check_every: int = 25, epoch: int = 0,
                     channels_last: bool = False, on_step=None) -> float:
@@ -88,9 +95,8 @@ def train_one_epoch(model, loader, loss_fn, optimizer, device, scheduler=None, p
     total, seen, n = torch.zeros((), device=device), 0, len(loader)
     optimizer.zero_grad(set_to_none=True)
     if hasattr(getattr(loader, "sampler", None), "set_epoch"): loader.sampler.set_epoch(epoch)  # a new, reproducible order per epoch
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    for i, (x, y) in enumerate(tqdm(loader, desc="train", leave=False, disable=not progress)):
-        x, y = x.to(device, non_blocking=True, memory_format=fmt), y.to(device, non_blocking=True)
+    for i, batch in enumerate(tqdm(loader, desc="train", leave=False, disable=not progress)):
+        x, y = to_device(batch, device, channels_last)
         with autocast(precision, device):
             logits = model(x)
         loss = loss_fn(logits.float(), y)
@@ -112,9 +118,8 @@ def evaluate(model, loader, loss_fn, device, precision: str = "32", channels_las
     from torchmetrics.functional.classification import binary_auroc
     model.eval()
     probs, targets, total = [], [], torch.zeros((), device=device)
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    for x, y in loader:
-        x, y = x.to(device, non_blocking=True, memory_format=fmt), y.to(device, non_blocking=True)
+    for batch in loader:
+        x, y = to_device(batch, device, channels_last)
         with autocast(precision, device):
             logits = model(x).float()
         total += loss_fn(logits, y) * len(x)

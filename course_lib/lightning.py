@@ -12,7 +12,7 @@ import torch
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from .data import CourseLibError
-from .dataset import make_dataloaders
+from .dataset import make_dataloaders, normalize_batch
 from .engine import PRECISIONS, WeightedFocalLoss, _epoch_row, create_model, history_dict, seed_everything
 
 # %% auto #0
@@ -29,6 +29,7 @@ class MelanomaModule(pl.LightningModule):
         self._probs, self._targets = [], []
 
     def forward(self, x):
+        x = normalize_batch(x)  # uint8 batches from make_dataloaders(normalize_on_device=True); floats pass through
         if self.hparams.channels_last: x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
         return self.model(x)
     def on_fit_start(self):

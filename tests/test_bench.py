@@ -38,8 +38,9 @@ def test_epoch_bench_generates_the_sample_set_and_times_both_pipelines(tmp_path)
               "--workers", 2, "--arch", "resnet18", "--cache", tmp_path / "data", "--out", tmp_path / "res")
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads((tmp_path / "res" / "epoch_cpu_resnet18_32px_b8_n24.json").read_text())
-    for k in ("decode_minimal_images_per_second", "decode_course_images_per_second", "ceiling_images_per_second",
-              "epoch_minimal_images_per_second", "epoch_course_images_per_second"):
+    for k in ("decode_minimal_images_per_second", "decode_course_images_per_second", "decode_course_uint8_images_per_second",
+              "ceiling_images_per_second", "epoch_minimal_images_per_second", "epoch_course_images_per_second",
+              "epoch_course_uint8_images_per_second"):
         assert res[k] > 0, k
     assert 0 < res["epoch_course_vs_ceiling"] and res["images"] == 24
     from course_lib.data import make_sample_dataset  # the parallel generator writes make_sample_dataset's images

@@ -1,5 +1,5 @@
 "Chapters 02-04: table checks, the engine, the Lightning port and their equivalence, course-lib train."
-import json, shutil
+import json, math, shutil
 import numpy as np
 import pandas as pd
 import pytest
@@ -58,6 +58,31 @@ def test_dataloaders_give_normalised_batches(sample_dir):
     assert len(tl.dataset) + len(vl.dataset) == len(df) and len(vl.dataset) == (df.fold == 1).sum()
     with pytest.raises(CourseLibError, match="--fold 7 does not exist"):
         make_dataloaders(df, sample_dir, fold=7)
+
+
+def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_dir):
+    "normalize_on_device=True: uint8 batches (a quarter of the bytes); the engine and the Lightning module normalise them."
+    from course_lib.data import add_folds
+    from course_lib.dataset import normalize_batch
+    from course_lib.engine import evaluate, seed_everything
+    from course_lib.lightning import MelanomaModule
+    df = add_folds(pd.read_csv(sample_dir / "train.csv"))
+    runs = {}
+    for on_device in (False, True):
+        tl, vl = make_dataloaders(df, sample_dir, fold=0, img_size=32, batch_size=8, normalize_on_device=on_device)
+        x, _ = next(iter(tl))
+        assert x.dtype == (torch.uint8 if on_device else torch.float32) and x.shape == (8, 3, 32, 32)
+        seed_everything(0); model = create_model("resnet18"); loss_fn = WeightedFocalLoss()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        train_loss = train_one_epoch(model, tl, loss_fn, opt, torch.device("cpu"))
+        runs[on_device] = dict(train_loss=train_loss, valid=evaluate(model, vl, loss_fn, torch.device("cpu")), x=x)
+    f, u = runs[False], runs[True]
+    assert torch.equal(normalize_batch(u["x"]), f["x"]), "the same crops, normalised bit for bit alike in either place"
+    assert normalize_batch(f["x"]) is f["x"], "float batches pass through"
+    assert f["train_loss"] == u["train_loss"] and f["valid"]["valid_loss"] == u["valid"]["valid_loss"]
+    assert f["valid"]["valid_auc"] == u["valid"]["valid_auc"] or (math.isnan(f["valid"]["valid_auc"]) and math.isnan(u["valid"]["valid_auc"]))
+    module = MelanomaModule("resnet18").eval()
+    with torch.no_grad(): assert torch.equal(module(u["x"]), module(f["x"]))
 
 
 def test_focal_loss_matches_the_formula():
