@@ -205,6 +205,8 @@ def _train_parser(sub):
     t.add_argument("--seed", type=int, default=42, help="seed for folds, weights, order and augmentation (default: 42)")
     t.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=False, help="start from ImageNet weights (needs the network)")
     t.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
+    t.add_argument("--normalize-on-device", action="store_true",
+                   help="workers send uint8 images, normalised on the device (for a GPU that waits for the loader; chapter 02)")
     t.add_argument("--out", type=Path, default=Path("runs/train"), help="folder for metrics.json and checkpoints/ (default: runs/train)")
     t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints' last checkpoint (pytorch and lightning engines)")
     t.add_argument("--wandb", choices=("online", "offline", "disabled"), default=None,
@@ -227,6 +229,7 @@ def _check_train_args(a) -> None:
               (a.data is None or (a.data / "train.csv").is_file(), f"--data {a.data} has no train.csv (expected the Kaggle layout)"),
               (a.engine != "xla" or a.precision in XLA_PRECISIONS, f"--engine xla supports --precision 32 or bf16-mixed, got {a.precision!r}"),
               (a.engine != "xla" or not a.resume, "--resume is supported by the pytorch and lightning engines, not xla"),
+              (a.engine != "xla" or not a.normalize_on_device, "--normalize-on-device is supported by the pytorch and lightning engines, not xla"),
               (not a.resume or (a.out / "checkpoints").is_dir(), f"--resume: no checkpoints in {a.out / 'checkpoints'} to resume from")]
     for ok, msg in checks:
         if not ok: raise CourseLibError(msg)
@@ -293,7 +296,8 @@ def train(a) -> dict:
     table = validate_table(_read_table(data_dir / "train.csv"), data_dir)  # columns, labels, paths, every image: once
     if "patient_id" not in table.columns: raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
     df = add_folds(table, seed=a.seed)
-    loader_kw = dict(fold=a.fold, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.num_workers, seed=a.seed)
+    loader_kw = dict(fold=a.fold, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.num_workers, seed=a.seed,
+                     normalize_on_device=a.normalize_on_device)
     run_kw = dict(epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints")
     seed_everything(a.seed)
     history = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine](a, df, data_dir, loader_kw, run_kw)

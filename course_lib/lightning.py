@@ -65,10 +65,10 @@ MelanomaModule.validation_step, MelanomaModule.on_validation_epoch_end = _valida
 class MelanomaDataModule(pl.LightningDataModule):
     "Chapter 02's loaders for one fold of a table in the Kaggle layout."
     def __init__(self, df, data_dir, fold: int = 0, img_size: int = 128, batch_size: int = 32, num_workers: int = 0, seed: int = 42,
-                 check_images: bool = True):
+                 check_images: bool = True, normalize_on_device: bool = False):
         super().__init__()
-        self.df, self.data_dir, self.kw = df, data_dir, dict(fold=fold, img_size=img_size, batch_size=batch_size,
-                                                            num_workers=num_workers, seed=seed, check_images=check_images)
+        self.df, self.data_dir, self.kw = df, data_dir, dict(fold=fold, img_size=img_size, batch_size=batch_size, num_workers=num_workers,
+                                                            seed=seed, check_images=check_images, normalize_on_device=normalize_on_device)
         self._loaders = None
     def setup(self, stage=None):
         if self._loaders is None: self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)

@@ -36,6 +36,8 @@ CASES = [  # (bad input, how it is made, extra arguments, what the user sees)
     ("negative --epochs", None, ["--epochs", "-2"], r"--epochs must be at least 1, got -2"),
     ("--precision 8", None, ["--precision", "8"], r"--precision must be one of 32, 16-mixed, bf16-mixed"),
     ("--engine xla with fp16", None, ["--engine", "xla", "--precision", "16-mixed"], r"--engine xla supports --precision 32 or bf16-mixed"),
+    ("--engine xla with --normalize-on-device", None, ["--engine", "xla", "--normalize-on-device"],
+     r"--normalize-on-device is supported by the pytorch and lightning engines, not xla"),
     ("--resume with nothing to resume", None, ["--resume"], r"--resume: no checkpoints in"),
     ("a data folder that does not exist", None, ["--data", "/no/such/folder"], r"--data /no/such/folder is not a folder"),
     ("a data folder without train.csv", lambda d, df: (d / "train.csv").unlink(), [], r"has no train\.csv \(expected the Kaggle layout\)"),

@@ -139,6 +139,22 @@ def test_pytorch_and_lightning_agree_per_epoch(tmp_path):
     assert runs["pytorch"]["best_valid_auc"] > 0.7, "clearly better than chance (0.5) on the sample"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["pytorch", "lightning"])
+def test_normalize_on_device_trains_identically(engine, tmp_path):
+    "--normalize-on-device: uint8 batches normalised by the engine; the same numbers to the last bit as float batches."
+    runs = {}
+    for flag in ([], ["--normalize-on-device"]):
+        out = tmp_path / ("uint8" if flag else "float")
+        r = run_cli("train", "--epochs", 2, "--img-size", 32, "--batch-size", 16, "--arch", "resnet18", "--engine", engine,
+                    *flag, "--out", out, timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[bool(flag)] = json.loads((out / "metrics.json").read_text())["epochs"]
+    for a, b in zip(runs[False], runs[True], strict=True):
+        for k in ("train_loss", "valid_loss", "valid_auc"):
+            assert a[k] == b[k], (engine, k, a, b)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--arch", "vgg99"], "unknown --arch 'vgg99'"),
     (["--accumulate", "0"], "--accumulate must be at least 1, got 0"),
