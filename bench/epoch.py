@@ -29,11 +29,10 @@ class RawJpegs(torch.utils.data.Dataset):
 
 
 def _write_images(job):
-    "Write one chunk of generated JPEGs (a worker of `generate`)."
-    from course_lib.data import make_lesion_image
+    "Write one chunk of generated JPEGs (a worker of `generate`): the same files make_sample_dataset writes."
+    from course_lib.data import write_sample_image
     folder, size, seed, rows = job
-    for i, name, target in rows:  # the same image per index as make_sample_dataset writes
-        make_lesion_image(bool(target), size, seed=seed * 1_000_003 + i).save(Path(folder) / f"{name}.jpg", quality=92)
+    for i, name, target in rows: write_sample_image(folder, i, name, target, size, seed)
 
 
 def generate(out: Path, n: int, size: int, workers: int, seed: int = 0) -> Path:

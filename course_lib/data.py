@@ -14,8 +14,8 @@ from PIL import Image, ImageDraw, ImageFilter
 
 # %% auto #0
 __all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'FASHION_CLASSES', 'CourseLibError', 'find_kaggle_credentials',
-           'download_kaggle', 'make_lesion_image', 'make_sample_dataset', 'cache_dir', 'sample_data_dir',
-           'get_data_dir', 'show_image_grid', 'add_folds', 'check_no_leakage', 'plot_fold_balance',
+           'download_kaggle', 'make_lesion_image', 'write_sample_image', 'make_sample_dataset', 'cache_dir',
+           'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds', 'check_no_leakage', 'plot_fold_balance',
            'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
 
 # %% ../nbs/01_data.ipynb #c007
@@ -121,6 +121,10 @@ def _sample_table(n: int, size: int, pos_rate: float, rng) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=KAGGLE_COLUMNS)
 
 # %% ../nbs/01_data.ipynb #c019
+def write_sample_image(folder, i: int, image_name: str, target: int, img_size: int, seed: int) -> None:
+    "Image `i` of a generated set: the same JPEG for the same (seed, i), however the set is written."
+    make_lesion_image(bool(target), img_size, seed=seed * 1_000_003 + i).save(Path(folder) / f"{image_name}.jpg", quality=92)
+
 def make_sample_dataset(out, n: int = 600, img_size: int = 128, pos_rate: float = 0.2, seed: int = 42,
                         progress: bool = False) -> Path:
     "Write a Kaggle-layout sample set (`train.csv`, `train/*.jpg`) of `n` synthetic images to `out`."
@@ -135,8 +139,7 @@ def make_sample_dataset(out, n: int = 600, img_size: int = 128, pos_rate: float 
     if progress:
         from tqdm.auto import tqdm
         rows = tqdm(rows, total=len(df), desc="writing JPEGs", unit="img")
-    for i, row in enumerate(rows):
-        make_lesion_image(bool(row.target), img_size, seed=seed * 1_000_003 + i).save(tmp / "train" / f"{row.image_name}.jpg", quality=92)
+    for i, row in enumerate(rows): write_sample_image(tmp / "train", i, row.image_name, row.target, img_size, seed)
     df.to_csv(tmp / "train.csv", index=False)
     out.mkdir(parents=True, exist_ok=True)
     for name in ("train", "train.csv"):  # the finished set replaces an older one in one move per entry

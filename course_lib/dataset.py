@@ -102,9 +102,18 @@ def get_transforms(img_size: int = 128, train: bool = True, seed: int | None = N
 def normalize_batch(x: torch.Tensor) -> torch.Tensor:
     "A uint8 image batch (N, 3, H, W) as floats normalised exactly as A.Normalize does, on x's device; floats pass through."
     if x.dtype != torch.uint8: return x
-    mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1) * 255  # in float32, like albumentations
-    inv_std = torch.reciprocal(torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1) * 255)
+    mean, inv_std = _normalize_constants(x.device)
     return (x.float() - mean) * inv_std
+
+_NORMALIZE_CONSTANTS = {}  # device -> (mean, 1/std): made once per device, not copied to it every batch
+
+def _normalize_constants(device: torch.device) -> tuple:
+    "A.Normalize's float32 mean*255 and 1/(std*255) as (1, 3, 1, 1) tensors on `device`."
+    if device not in _NORMALIZE_CONSTANTS:
+        mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255  # in float32, like albumentations
+        inv_std = torch.reciprocal(torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255)
+        _NORMALIZE_CONSTANTS[device] = (mean.to(device), inv_std.to(device))
+    return _NORMALIZE_CONSTANTS[device]
 
 # %% ../nbs/02_dataset.ipynb #c017
 class EpochShuffleSampler(torch.utils.data.Sampler):
