@@ -6,13 +6,14 @@ Docs: https://course-lib.github.io/course_lib/cli.html.md"""
 
 # %% ../nbs/99_cli.ipynb #c004
 from __future__ import annotations
-import argparse, fnmatch, importlib.util, json, os, re, signal, subprocess, sys, time, tomllib
+import argparse, contextlib, fnmatch, importlib.util, json, os, re, subprocess, sys, time, tomllib
 from pathlib import Path
 from .data import CourseLibError, record_results
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'ENGINES', 'COMMANDS', 'find_notebooks', 'run_notebook', 'write_summary', 'run_notebooks',
-           'repo_url', 'badges', 'relink', 'toc', 'sync_docs', 'make_readme', 'train', 'build_parser', 'main']
+__all__ = ['SMOKE_PARAMETERS', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE', 'COMMANDS', 'find_notebooks', 'run_notebook',
+           'write_summary', 'run_notebooks', 'repo_url', 'badges', 'relink', 'toc', 'sync_docs', 'make_readme', 'train',
+           'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb #c006
 def find_notebooks(nbs_dir="nbs", only: str | None = None) -> list[Path]:
@@ -28,10 +29,24 @@ def _error_line(stderr: str) -> str:
     lines = [l.strip() for l in stderr.splitlines() if l.strip() and not l.strip().startswith("Executing")]
     for pat in (r"^\w*(Error|Exception|Interrupt)\b.*:", r"Error|Exception"):
         hits = [l for l in lines if re.search(pat, l)]
-        if hits: return hits[-1][:300]
+        if hits:
+            return hits[-1][:300]
     return lines[-1][:300] if lines else "no output"
 
-def run_notebook(nb: Path, out_dir: Path, parameters: dict, timeout: float) -> dict:
+def _kill_tree(pid: int) -> None:
+    "Kill process `pid` and everything it started, also the Jupyter kernel, which runs in a session of its own."
+    import psutil  # comes with ipykernel, which the runner needs anyway
+    try:
+        root = psutil.Process(pid)
+        family = [root] + root.children(recursive=True)  # found by parent links, not by session or group
+    except psutil.NoSuchProcess:
+        return
+    for p in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(family, timeout=10)
+
+def run_notebook(nb: Path, out_dir: Path, parameters: dict, timeout: float, env: dict | None = None) -> dict:
     "Execute `nb` with papermill in its own process; returns notebook, status, seconds, results and error."
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = (out_dir / nb.name).with_suffix(".results.json")
@@ -40,14 +55,17 @@ def run_notebook(nb: Path, out_dir: Path, parameters: dict, timeout: float) -> d
     cmd = [sys.executable, "-m", "papermill", str(nb), str(out_dir / nb.name), "-k", "python3",
            "--cwd", str(nb.parent), "--no-progress-bar", "-y", json.dumps(params)]
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
     try:
         _, stderr = proc.communicate(timeout=timeout)
         status = "ok" if proc.returncode == 0 else "failed"
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the kernel is a child of papermill: kill the whole group
-        _, stderr = proc.communicate()
+        _kill_tree(proc.pid)
+        proc.communicate()
         status, stderr = "timeout", f"timed out after {timeout:g} s"
+    finally:  # also on Ctrl-C: no kernel is left training in the background
+        _kill_tree(proc.pid)
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     return dict(notebook=nb.name, status=status, seconds=round(time.time() - start, 1), results=results,
                 error="" if status == "ok" else _error_line(stderr))
@@ -75,12 +93,14 @@ def run_notebooks(nbs_dir="nbs", out="_course_run", smoke: bool = True, only: st
     if importlib.util.find_spec("papermill") is None:
         raise CourseLibError("papermill is an optional part: pip install 'course_lib[dev]'")
     nbs, out = find_notebooks(nbs_dir, only), Path(out)
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    if smoke: os.environ.setdefault("WANDB_MODE", "offline")
+    env = dict(os.environ)  # the notebooks' environment; the caller's stays as it was
+    env.setdefault("MPLBACKEND", "Agg")
+    if smoke:
+        env.setdefault("WANDB_MODE", "offline")
     rows = []
     for i, nb in enumerate(nbs, 1):
         log(f"[{i}/{len(nbs)}] {nb.name} ...", end=" ", flush=True)
-        row = run_notebook(nb, out, SMOKE_PARAMETERS if smoke else {}, timeout)
+        row = run_notebook(nb, out, SMOKE_PARAMETERS if smoke else {}, timeout, env)
         log(f"{row['status']} ({row['seconds']} s)" + (f": {row['error']}" if row["error"] else ""))
         rows.append(row)
     log(f"summary: {write_summary(rows, out)}")
@@ -204,6 +224,10 @@ def _train_parser(sub):
     t.add_argument("--fold", type=int, default=0, help="validation fold, 0..4 (default: 0)")
     t.add_argument("--seed", type=int, default=42, help="seed for folds, weights, order and augmentation (default: 42)")
     t.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=False, help="start from ImageNet weights (needs the network)")
+    t.add_argument("--allow-random-init", action="store_true",
+                   help="with --pretrained: start from random weights when the pretrained ones cannot be loaded, instead of stopping")
+    t.add_argument("--devices", type=int, default=1,
+                   help="devices to train on; above 1 needs --engine lightning, which runs DDP, one process per device (default: 1)")
     t.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
     t.add_argument("--normalize-on-device", action="store_true",
                    help="workers send uint8 images, normalised on the device (for a GPU that waits for the loader; chapter 02)")
@@ -230,9 +254,20 @@ def _check_train_args(a) -> None:
               (a.engine != "xla" or a.precision in XLA_PRECISIONS, f"--engine xla supports --precision 32 or bf16-mixed, got {a.precision!r}"),
               (a.engine != "xla" or not a.resume, "--resume is supported by the pytorch and lightning engines, not xla"),
               (a.engine != "xla" or not a.normalize_on_device, "--normalize-on-device is supported by the pytorch and lightning engines, not xla"),
+              (a.engine != "xla" or not a.channels_last, "--channels-last is supported by the pytorch and lightning engines, not xla"),
+              (a.num_workers >= 0, f"--num-workers must be 0 or more, got {a.num_workers}"),
+              (a.fold >= 0, f"--fold must be 0 or more, got {a.fold}"),
+              (a.devices >= 1, f"--devices must be at least 1, got {a.devices}"),
+              (a.devices == 1 or a.engine == "lightning",
+               f"--devices {a.devices} needs --engine lightning (DDP); the {a.engine} engine uses one device"),
               (not a.resume or (a.out / "checkpoints").is_dir(), f"--resume: no checkpoints in {a.out / 'checkpoints'} to resume from")]
     for ok, msg in checks:
-        if not ok: raise CourseLibError(msg)
+        if not ok:
+            raise CourseLibError(msg)
+    from course_lib.tracking import env_mode
+    env_mode()  # an empty WANDB_MODE counts as unset; one wandb would reject stops here
+    if a.resume:
+        _check_resume_config(a)
     if a.engine == "xla":
         from course_lib.xla import require_xla
         require_xla()
@@ -241,48 +276,103 @@ def _check_train_args(a) -> None:
 def _read_table(path: Path):
     "train.csv as a DataFrame; a file that is not UTF-8 CSV is a CourseLibError."
     import pandas as pd
-    try: return pd.read_csv(path)
-    except UnicodeDecodeError: raise CourseLibError(f"{path} is not UTF-8 text: save it as UTF-8 CSV") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e: raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
+    try:
+        return pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise CourseLibError(f"{path} is not UTF-8 text: save it as UTF-8 CSV") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
 
 def _config(a) -> dict:
     "The training parameters as plain values: logged as the W&B config and saved in checkpoints."
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k not in ("cmd", "func")}
 
-def _train_pytorch(a, df, data_dir, loader_kw, run_kw) -> dict:
+CONFIG_FILE = "config.json"  # OUT/config.json: the settings of the run, for --resume to compare with
+RESUME_MAY_CHANGE = ("resume", "epochs", "out", "num_workers", "wandb", "wandb_project", "allow_random_init")
+
+def _check_resume_config(a) -> None:
+    "Refuse --resume when a setting that shapes training differs from the run's saved settings; name the keys."
+    path = a.out / CONFIG_FILE
+    if not path.exists():  # a run from before config.json existed: nothing to compare with
+        return
+    saved = json.loads(path.read_text())
+    now = _config(a)
+    keys = sorted((saved.keys() | now.keys()) - set(RESUME_MAY_CHANGE))
+    differ = [k for k in keys if saved.get(k) != now.get(k)]
+    if differ:
+        changes = ", ".join(f"{k} was {saved.get(k)!r}, now {now.get(k)!r}" for k in differ)
+        raise CourseLibError(f"--resume with settings that differ from the checkpoint's run ({changes}): "
+                             "resume with the same settings, or train into a new --out")
+
+def _is_global_zero() -> bool:
+    "Whether this process is the only one, or the first of a distributed run: only it writes files."
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0  # DDP children before they join
+
+def _write_json(path: Path, data: dict) -> None:
+    "Write `data` as JSON to `path` atomically (temporary file + rename)."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+def _check_pretrained(a) -> bool:
+    "Whether training starts from pretrained weights: they are loaded (and cached) once, before any work."
+    from course_lib.engine import create_model
+    if not a.pretrained:
+        return False
+    try:
+        create_model(a.arch, pretrained=True)
+    except CourseLibError:
+        if not a.allow_random_init:
+            raise
+        print(f"notice: no pretrained {a.arch} weights; starting from random weights (--allow-random-init)")
+        return False
+    return True
+
+# %% ../nbs/99_cli.ipynb #c028b
+def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     "Chapter 03's fit, with chapter 08's Tracker."
     from course_lib.dataset import make_dataloaders
     from course_lib.engine import create_model, fit
     from course_lib.tracking import Tracker
+    model = create_model(a.arch, pretrained)
+    loaders = make_dataloaders(df, data_dir, check_images=False, **loader_kw)
     with Tracker(a.wandb_project, _config(a), a.wandb, name="pytorch", dir=a.out) as tracker:
-        history = fit(create_model(a.arch, a.pretrained), *make_dataloaders(df, data_dir, check_images=False, **loader_kw), lr=a.lr,
-                      seed=a.seed, channels_last=a.channels_last, config=_config(a), resume=a.resume,
-                      on_step=tracker.on_step, on_epoch_end=tracker.on_epoch_end, **run_kw)
+        history = fit(model, *loaders, lr=a.lr, seed=a.seed, channels_last=a.channels_last, config=_config(a),
+                      resume=a.resume, on_step=tracker.on_step, on_epoch_end=tracker.on_epoch_end, **run_kw)
     history.pop("last_eval")
     return history
 
-def _train_lightning(a, df, data_dir, loader_kw, run_kw) -> dict:
+def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     "Chapter 04's fit_lightning, with chapter 08's WandbLogger."
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
     from course_lib.tracking import wandb_logger
+    module = MelanomaModule(a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last)
+    datamodule = MelanomaDataModule(df, data_dir, check_images=False, **loader_kw)
     logger = wandb_logger(a.wandb_project, _config(a), a.wandb, name="lightning", dir=a.out)
-    module = MelanomaModule(a.arch, a.pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last)
-    try: history = fit_lightning(module, MelanomaDataModule(df, data_dir, check_images=False, **loader_kw), resume=a.resume,
-                                 **run_kw, **({"logger": logger} if logger else {}))
+    extra = {"logger": logger} if logger else {}
+    try:
+        history = fit_lightning(module, datamodule, resume=a.resume, devices=a.devices, **run_kw, **extra)
     except BaseException:
-        if logger: logger.experiment.finish(exit_code=1)
+        if logger:
+            logger.experiment.finish(exit_code=1)
         raise
-    if logger: logger.experiment.finish()
+    if logger:
+        logger.experiment.finish()
     return history
 
-def _train_xla(a, df, data_dir, loader_kw, run_kw) -> dict:
+def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     "Chapter 07's train_xla on the melanoma task, with chapter 08's xla_tracker."
     import functools
     from course_lib.tracking import resolve_mode, xla_tracker
     from course_lib.xla import train_xla
-    tracker = None if resolve_mode(a.wandb)[0] == "disabled" else functools.partial(
-        xla_tracker, project=a.wandb_project, config=_config(a), mode=a.wandb, dir=str(a.out))
-    return train_xla(task="melanoma", data_dir=str(data_dir), arch=a.arch, pretrained=a.pretrained, img_size=a.img_size,
+    tracker = None
+    if resolve_mode(a.wandb)[0] != "disabled":
+        tracker = functools.partial(xla_tracker, project=a.wandb_project, config=_config(a), mode=a.wandb, dir=str(a.out))
+    return train_xla(task="melanoma", data_dir=str(data_dir), arch=a.arch, pretrained=pretrained, img_size=a.img_size,
                      batch_size=a.batch_size, epochs=a.epochs, lr=a.lr, precision=a.precision, accumulate=a.accumulate,
                      num_workers=a.num_workers, seed=a.seed, fold=a.fold, out=str(a.out), tracker=tracker)
 
@@ -292,18 +382,25 @@ def train(a) -> dict:
     from course_lib.data import add_folds, sample_data_dir
     from course_lib.dataset import validate_table
     from course_lib.engine import seed_everything
+    pretrained = _check_pretrained(a)
     data_dir = a.data or sample_data_dir()
     table = validate_table(_read_table(data_dir / "train.csv"), data_dir)  # columns, labels, paths, every image: once
-    if "patient_id" not in table.columns: raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
+    if "patient_id" not in table.columns:
+        raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
     df = add_folds(table, seed=a.seed)
-    loader_kw = dict(fold=a.fold, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.num_workers, seed=a.seed,
-                     normalize_on_device=a.normalize_on_device)
+    n_folds = df.fold.nunique()
+    if a.fold >= n_folds:
+        raise CourseLibError(f"--fold {a.fold} does not exist: the table is split into {n_folds} folds, 0 to {n_folds - 1}")
+    loader_kw = dict(fold=a.fold, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.num_workers,
+                     seed=a.seed, normalize_on_device=a.normalize_on_device)
     run_kw = dict(epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints")
+    if _is_global_zero():
+        _write_json(a.out / CONFIG_FILE, _config(a))
     seed_everything(a.seed)
-    history = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine](a, df, data_dir, loader_kw, run_kw)
-    a.out.mkdir(parents=True, exist_ok=True)
-    tmp = a.out / ".metrics.json.tmp"
-    tmp.write_text(json.dumps(history, indent=2)); os.replace(tmp, a.out / "metrics.json")
+    engine = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine]
+    history = engine(a, pretrained, df, data_dir, loader_kw, run_kw)
+    if _is_global_zero():  # with DDP every process ends here; one writes
+        _write_json(a.out / "metrics.json", history)
     return history
 
 # %% ../nbs/99_cli.ipynb #c029
@@ -343,7 +440,9 @@ def _cmd_sync_docs(a) -> int:
 def _cmd_train(a) -> int:
     "Run `course-lib train` and print where the results are."
     h = train(a)
-    print(f"{a.engine}: best valid AUC {h['best_valid_auc']:.4f} after {len(h['epochs'])} epochs; wrote {a.out / 'metrics.json'}")
+    if _is_global_zero():
+        print(f"{a.engine}: best valid AUC {h['best_valid_auc']:.4f} after {len(h['epochs'])} epochs; "
+              f"wrote {a.out / 'metrics.json'}")
     return 0
 
 COMMANDS = {"train": _cmd_train, "data": _cmd_data, "run-notebooks": _cmd_run_notebooks, "sync-docs": _cmd_sync_docs}

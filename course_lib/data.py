@@ -133,7 +133,9 @@ def make_sample_dataset(out, n: int = 600, img_size: int = 128, pos_rate: float 
     if not 0 <= pos_rate <= 1: raise CourseLibError(f"pos_rate must be between 0 and 1, got {pos_rate}")
     out, rng = Path(out), np.random.default_rng(seed)
     df = _sample_table(n, img_size, pos_rate, rng)
-    tmp = Path(tempfile.mkdtemp(prefix=".sample-", dir=out.parent if out.parent.exists() else None))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # built beside its destination, so the final moves stay on one file system (/tmp may be another, e.g. a tmpfs)
+    tmp = Path(tempfile.mkdtemp(prefix=".sample-", dir=out.parent))
     (tmp / "train").mkdir()
     rows = df.itertuples()
     if progress:

@@ -17,7 +17,8 @@ from .dataset import normalize_batch
 
 # %% auto #0
 __all__ = ['EFFICIENTNETS', 'RESNETS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything', 'autocast',
-           'to_device', 'train_one_epoch', 'evaluate', 'save_checkpoint', 'load_checkpoint', 'history_dict', 'fit']
+           'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'to_device', 'train_one_epoch', 'evaluate',
+           'save_checkpoint', 'load_checkpoint', 'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))
@@ -25,22 +26,42 @@ RESNETS = ("resnet18", "resnet34", "resnet50")
 ARCHS = EFFICIENTNETS + RESNETS
 
 # %% ../nbs/03_pytorch_loop.ipynb #c008
-def create_model(arch: str = "efficientnet-b0", pretrained: bool = False, num_classes: int = 1) -> nn.Module:
+def _no_weights(arch: str, error: Exception, allow_random_init: bool) -> None:
+    "Stop when pretrained weights cannot be loaded, unless random weights were explicitly allowed."
+    reason = f"{type(error).__name__}: {str(error).splitlines()[0][:120] if str(error) else ''}"
+    if not allow_random_init:
+        raise CourseLibError(
+            f"no pretrained {arch} weights could be loaded ({reason}); "
+            "turn the internet on (Kaggle: Settings > Internet), "
+            "or train from random weights on purpose with --no-pretrained or --allow-random-init")
+    print(f"notice: no pretrained {arch} weights ({reason}); starting from random weights as allowed")
+
+def create_model(arch: str = "efficientnet-b0",
+                 pretrained: bool = False,  # ImageNet weights (downloaded once, then cached)
+                 num_classes: int = 1,  # outputs of the new head
+                 allow_random_init: bool = False,  # when the weights cannot be loaded: random weights instead of an error
+                 ) -> nn.Module:
     "EfficientNet (efficientnet_pytorch) or ResNet (torchvision) with a `num_classes`-logit head."
-    if arch not in ARCHS: raise CourseLibError(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
+    if arch not in ARCHS:
+        raise CourseLibError(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
     if arch in RESNETS:
         import torchvision
-        weights = "DEFAULT" if pretrained else None
-        try: model = getattr(torchvision.models, arch)(weights=weights)
-        except Exception as e:
-            print(f"notice: no pretrained {arch} weights ({type(e).__name__}); starting from random weights")
-            model = getattr(torchvision.models, arch)()
+        build = getattr(torchvision.models, arch)
+        model = None
+        if pretrained:
+            try:
+                model = build(weights="DEFAULT")
+            except Exception as e:  # no network, a blocked host, a damaged cache: all end the same way
+                _no_weights(arch, e, allow_random_init)
+        model = model or build()
         model.fc = nn.Linear(model.fc.in_features, num_classes)  # the new head
         return model
     from efficientnet_pytorch import EfficientNet
     if pretrained:
-        try: return EfficientNet.from_pretrained(arch, num_classes=num_classes)
-        except Exception as e: print(f"notice: no pretrained {arch} weights ({type(e).__name__}); starting from random weights")
+        try:
+            return EfficientNet.from_pretrained(arch, num_classes=num_classes)
+        except Exception as e:
+            _no_weights(arch, e, allow_random_init)
     # from scratch, use PyTorch's usual BatchNorm momentum (0.1) instead of the TF port's 0.01, whose running
     # statistics need thousands of steps to settle: until then eval-mode outputs barely depend on the input
     return EfficientNet.from_name(arch, num_classes=num_classes, batch_norm_momentum=0.9)
@@ -69,6 +90,42 @@ def autocast(precision: str, device: torch.device):
     "The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every precision)."
     if precision not in PRECISIONS: raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     return torch.autocast(device.type, dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16, enabled=precision != "32")
+
+# %% ../nbs/03_pytorch_loop.ipynb #c015b
+def cpu_has_bf16() -> bool:
+    "Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), so bf16 autocast is fast on it."
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return False  # bf16 instructions come with AVX-512; without it PyTorch emulates bf16
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: no way to tell, so do not bet on bf16
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+def recommended_precision(device) -> str:
+    "The fastest safe precision on `device`: bf16 where the hardware has it natively, fp16 on older GPUs, else fp32."
+    device = torch.device(device)
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return "bf16-mixed" if major >= 8 else "16-mixed"  # T4 is 7.5: bf16 would be emulated
+    if device.type == "cpu":
+        return "bf16-mixed" if cpu_has_bf16() else "32"
+    return "32"
+
+def resolve_precision(precision: str, device) -> str:
+    "The precision `fit` will use on `device`: fp16 becomes the CPU's best choice there, with a notice."
+    device = torch.device(device)
+    if precision not in PRECISIONS:
+        raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if device.type != "cpu":
+        return precision
+    if precision == "16-mixed":  # fp16 autocast is a GPU feature (Lightning makes the same switch)
+        choice = recommended_precision(device)
+        print(f"notice: 16-mixed is not supported on CPU; using {choice}")
+        return choice
+    if precision == "bf16-mixed" and not cpu_has_bf16():
+        print("notice: this CPU has no bf16 instructions: bf16-mixed is emulated and may be much slower than fp32")
+    return precision
 
 # %% ../nbs/03_pytorch_loop.ipynb #c016
 def _check_finite(total: torch.Tensor, step: int) -> None:
@@ -181,8 +238,7 @@ def fit(model, train_loader, valid_loader, epochs: int = 5, lr: float = 5e-4, lo
     if epochs < 1: raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
     if resume and not checkpoint_dir: raise CourseLibError("resuming needs a checkpoint_dir")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if precision == "16-mixed" and device.type == "cpu":  # as Lightning does: fp16 AMP is a GPU feature
-        print("notice: 16-mixed is not supported on CPU; using bf16-mixed"); precision = "bf16-mixed"
+    precision = resolve_precision(precision, device)  # fp16 on a CPU becomes what the CPU does best
     model, loss_fn = model.to(device), (loss_fn or WeightedFocalLoss()).to(device)
     if channels_last: model = model.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)

@@ -13,19 +13,22 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from .data import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
-from .engine import PRECISIONS, WeightedFocalLoss, _epoch_row, create_model, history_dict, seed_everything
+from .engine import (PRECISIONS, WeightedFocalLoss, _epoch_row, create_model, history_dict,
+                               resolve_precision, seed_everything)
 
 # %% auto #0
-__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'lightning_precision', 'fit_lightning']
+__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'lightning_precision', 'trainer_settings', 'fit_lightning']
 
 # %% ../nbs/04_lightning.ipynb #c007
 class MelanomaModule(pl.LightningModule):
     "Chapter 03's model, focal loss, Adam and ROC AUC in Lightning's hooks."
     def __init__(self, arch: str = "efficientnet-b0", pretrained: bool = False, lr: float = 5e-4,
-                 alpha: float = 0.25, gamma: float = 2.0, seed: int = 42, channels_last: bool = False):
+                 alpha: float = 0.25, gamma: float = 2.0, seed: int = 42, channels_last: bool = False,
+                 allow_random_init: bool = False):  # random weights when pretrained ones cannot be loaded
         super().__init__()
         self.save_hyperparameters()
-        self.model, self.loss_fn = create_model(arch, pretrained), WeightedFocalLoss(alpha, gamma)
+        self.model = create_model(arch, pretrained, allow_random_init=allow_random_init)
+        self.loss_fn = WeightedFocalLoss(alpha, gamma)
         self._probs, self._targets = [], []
 
     def forward(self, x):
@@ -48,18 +51,23 @@ def _validation_step(self, batch, batch_idx):
     "Log the validation loss; keep probabilities and targets for the epoch's AUC."
     x, y = batch
     logits = self(x).float()
-    self.log("valid_loss", self.loss_fn(logits, y), on_step=False, on_epoch=True, batch_size=len(x))
-    self._probs.append(torch.sigmoid(logits).flatten().cpu()); self._targets.append(y.flatten().cpu())
+    loss = self.loss_fn(logits, y)
+    # sync_dist: with DDP, the epoch's loss is averaged over every process, not only this one's shard
+    self.log("valid_loss", loss, on_step=False, on_epoch=True, batch_size=len(x), sync_dist=True)
+    self._probs.append(torch.sigmoid(logits).flatten())
+    self._targets.append(y.flatten())
 
 def _on_validation_epoch_end(self):
-    "ROC AUC over the whole validation fold (NaN when it holds one class only)."
+    "ROC AUC over the whole validation fold, gathered from every process (NaN when the fold holds one class)."
     from torchmetrics.functional.classification import binary_auroc
-    probs, targets = torch.cat(self._probs), torch.cat(self._targets).long()
+    probs = self.all_gather(torch.cat(self._probs)).flatten().cpu()  # one process: unchanged
+    targets = self.all_gather(torch.cat(self._targets)).flatten().cpu().long()
     self._probs, self._targets = [], []
     auc = binary_auroc(probs, targets).item() if targets.unique().numel() == 2 else float("nan")
-    self.log("valid_auc", auc, prog_bar=True)
+    self.log("valid_auc", auc, prog_bar=True)  # every process computed the same value from the same predictions
 
-MelanomaModule.validation_step, MelanomaModule.on_validation_epoch_end = _validation_step, _on_validation_epoch_end
+MelanomaModule.validation_step = _validation_step
+MelanomaModule.on_validation_epoch_end = _on_validation_epoch_end
 
 # %% ../nbs/04_lightning.ipynb #c012
 class MelanomaDataModule(pl.LightningDataModule):
@@ -90,24 +98,49 @@ class HistoryCallback(Callback):
 # %% ../nbs/04_lightning.ipynb #c015
 def lightning_precision(precision: str) -> str:
     "Lightning's name for a course precision ('32' -> '32-true')."
-    if precision not in PRECISIONS: raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision not in PRECISIONS:
+        raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     return "32-true" if precision == "32" else precision
 
-def fit_lightning(module, datamodule, epochs: int = 5, precision: str = "32", accumulate: int = 1, patience: int = 3,
-                  checkpoint_dir=None, progress: bool = True, resume: bool = False, **trainer_kw) -> dict:
+def trainer_settings(epochs: int = 5,
+                     precision: str = "32",  # the course's name: 32, 16-mixed or bf16-mixed
+                     accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
+                     patience: int = 3,  # epochs without AUC gain before stopping
+                     checkpoint_dir=None,  # where best.ckpt and last.ckpt go; None: no checkpoints
+                     progress: bool = True,
+                     accelerator: str = "auto",  # "auto" picks a GPU when there is one
+                     devices: int = 1,  # one device unless you ask for DDP (below)
+                     ) -> dict:
+    "The keyword arguments `fit_lightning` gives `pl.Trainer`, plus the history callback under 'callbacks'."
+    if epochs < 1:
+        raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
+    if accumulate < 1:
+        raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
+    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
+        precision = resolve_precision(precision, "cpu")  # as chapter 03's fit: fp16 is a GPU setting
+    callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=patience)]
+    if checkpoint_dir:  # last.ckpt after every epoch, for resuming
+        callbacks.append(ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max",
+                                         save_last=True, save_on_train_epoch_end=True))
+    return dict(accelerator=accelerator, devices=devices, max_epochs=epochs,
+                precision=lightning_precision(precision), accumulate_grad_batches=accumulate,
+                callbacks=callbacks, logger=False, num_sanity_val_steps=0,
+                enable_checkpointing=bool(checkpoint_dir), enable_progress_bar=progress,
+                enable_model_summary=False)
+
+def fit_lightning(module, datamodule, epochs: int = 5, precision: str = "32", accumulate: int = 1,
+                  patience: int = 3, checkpoint_dir=None, progress: bool = True, resume: bool = False,
+                  devices: int = 1,  # >1: one process per device with DDP
+                  **trainer_kw) -> dict:
     "Fit `module` with a Lightning Trainer; returns the same history as chapter 03's `fit`."
-    if epochs < 1: raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
-    if accumulate < 1: raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
-    if resume and not checkpoint_dir: raise CourseLibError("resuming needs a checkpoint_dir")
-    history = HistoryCallback()
-    callbacks = [history, EarlyStopping(monitor="valid_auc", mode="max", patience=patience)]
-    if checkpoint_dir: callbacks.append(ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max",
-                                                        save_last=True, save_on_train_epoch_end=True))  # last.ckpt: every epoch
-    trainer = pl.Trainer(**{**dict(accelerator="auto", devices="auto", max_epochs=epochs, precision=lightning_precision(precision),
-                                   accumulate_grad_batches=accumulate, callbacks=callbacks, logger=False, num_sanity_val_steps=0,
-                                   enable_checkpointing=bool(checkpoint_dir), enable_progress_bar=progress,
-                                   enable_model_summary=False), **trainer_kw})
+    if resume and not checkpoint_dir:
+        raise CourseLibError("resuming needs a checkpoint_dir")
+    settings = trainer_settings(epochs, precision, accumulate, patience, checkpoint_dir, progress,
+                                accelerator=trainer_kw.pop("accelerator", "auto"), devices=devices)
+    history = settings["callbacks"][0]
+    trainer = pl.Trainer(**{**settings, **trainer_kw})
     last = Path(checkpoint_dir or ".") / "last.ckpt"
-    if resume: print(f"resuming from {last}" if last.exists() else f"no checkpoint at {last}: starting from epoch 0")
+    if resume:
+        print(f"resuming from {last}" if last.exists() else f"no checkpoint at {last}: starting from epoch 0")
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resume and last.exists() else None)
     return history_dict("lightning", history.rows)

@@ -6,47 +6,85 @@ Docs: https://course-lib.github.io/course_lib/experiment_tracking.html.md"""
 
 # %% ../nbs/08_experiment_tracking.ipynb #c005
 from __future__ import annotations
-import json, os, socket, struct, time, zlib
+import json, os, socket, struct, time, urllib.parse, zlib
 from pathlib import Path
 from .data import CourseLibError
 
 # %% auto #0
-__all__ = ['MODES', 'find_wandb_key', 'resolve_mode', 'Tracker', 'run_folder', 'read_records', 'finished_records',
-           'read_offline_run', 'wandb_logger', 'xla_tracker']
+__all__ = ['MODES', 'WANDB_ALIASES', 'find_wandb_key', 'env_mode', 'resolve_mode', 'Tracker', 'run_folder', 'read_records',
+           'finished_records', 'read_offline_run', 'wandb_logger', 'xla_tracker']
 
 # %% ../nbs/08_experiment_tracking.ipynb #c007
 MODES = ("online", "offline", "disabled")
+WANDB_ALIASES = {"dryrun": "offline", "run": "online"}  # older names that wandb still accepts
 
 def find_wandb_key() -> str | None:
     "The W&B API key from WANDB_API_KEY, a Colab secret, or an earlier `wandb login` (~/.netrc); None if there is none."
-    if os.environ.get("WANDB_API_KEY"): return os.environ["WANDB_API_KEY"]
+    if os.environ.get("WANDB_API_KEY"):
+        return os.environ["WANDB_API_KEY"]
     try:
         from google.colab import userdata  # only inside Colab
         key = userdata.get("WANDB_API_KEY")
-        if key: return key
-    except Exception: pass
+    except Exception:  # not Colab, or the secret is missing or not shared with this notebook
+        key = None
+    if key:
+        return key
     try:
         import netrc
-        auth = netrc.netrc().authenticators("api.wandb.ai")
-        if auth and auth[2]: return auth[2]
-    except Exception: pass
-    return None
+        auth = netrc.netrc().authenticators(_server()[0])
+    except Exception:  # no ~/.netrc, or one that cannot be parsed
+        auth = None
+    return auth[2] if auth and auth[2] else None
 
-def _reachable(host: str = "api.wandb.ai", port: int = 443, timeout: float = 3.0) -> bool:
+def _server() -> tuple[str, int]:
+    "Host and port of the W&B server: WANDB_BASE_URL, else api.wandb.ai."
+    url = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    return url.hostname, url.port or (443 if url.scheme == "https" else 80)
+
+def _reachable(timeout: float = 3.0) -> bool:
     "Whether a TCP connection to the W&B server opens within `timeout` seconds."
     try:
-        with socket.create_connection((host, port), timeout=timeout): return True
-    except OSError: return False
+        with socket.create_connection(_server(), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 # %% ../nbs/08_experiment_tracking.ipynb #c008
+def env_mode() -> str | None:
+    "WANDB_MODE from the environment: None when unset or empty; a value wandb would reject is a CourseLibError."
+    value = os.environ.get("WANDB_MODE", "").strip()
+    if not value:
+        os.environ.pop("WANDB_MODE", None)  # an empty WANDB_MODE makes wandb.init fail: treat it as unset
+        return None
+    mode = WANDB_ALIASES.get(value, value)
+    if mode not in MODES:
+        raise CourseLibError(f"WANDB_MODE={value!r} is not a W&B mode: set it to online, offline or disabled, or unset it")
+    return mode
+
+def _verify_key() -> str | None:
+    "Check the key with the W&B server; None when accepted, else the reason it was not."
+    import wandb
+    try:
+        wandb.login(verify=True)  # reads WANDB_API_KEY; never prompts when a key is set
+    except Exception as e:  # an AuthenticationError for a rejected or expired key
+        return f"W&B did not accept the key ({type(e).__name__}: {str(e).splitlines()[0][:150]})"
+    return None
+
 def resolve_mode(mode: str | None = None) -> tuple[str, str | None]:
-    "The mode to run in and, when it differs from the request, why: online needs a key and the network."
-    mode = mode or os.environ.get("WANDB_MODE") or "online"
-    if mode not in MODES: raise CourseLibError(f"--wandb must be one of {', '.join(MODES)}, got {mode!r}")
-    if mode != "online": return mode, None
-    if not find_wandb_key(): return "offline", "no W&B key found (WANDB_API_KEY, Colab secret or `wandb login`)"
-    if not _reachable(): return "offline", "the W&B server cannot be reached"
-    return "online", None
+    "The mode to run in and, when it differs from the request, why: online needs a key the server accepts."
+    mode = mode or env_mode() or "online"
+    if mode not in MODES:
+        raise CourseLibError(f"--wandb must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode != "online":
+        return mode, None
+    key = find_wandb_key()
+    if not key:
+        return "offline", "no W&B key found (WANDB_API_KEY, Colab secret or `wandb login`)"
+    os.environ["WANDB_API_KEY"] = key  # hands a Colab secret to wandb (and to processes started from here)
+    if not _reachable():
+        return "offline", "the W&B server cannot be reached"
+    why = _verify_key()
+    return ("offline", why) if why else ("online", None)
 
 # %% ../nbs/08_experiment_tracking.ipynb #c011
 class Tracker:
@@ -154,13 +192,18 @@ def read_offline_run(folder, timeout: float = 60.0) -> dict:
 # %% ../nbs/08_experiment_tracking.ipynb #c029
 def wandb_logger(project: str, config: dict, mode=None, group=None, name=None, dir=None):
     "A Lightning WandbLogger with the course's key and offline rules (None when tracking is disabled)."
+    import wandb
     from pytorch_lightning.loggers import WandbLogger
     mode, why = resolve_mode(mode)
-    if mode == "disabled": return None
-    if why: print(f"wandb: {why}; recording offline in {dir or '.'}/wandb (upload later with `wandb sync`)")
+    if mode == "disabled":
+        return None
+    if why:
+        print(f"wandb: {why}; recording offline in {dir or '.'}/wandb (upload later with `wandb sync`)")
     os.environ.setdefault("WANDB_SILENT", "true")
-    return WandbLogger(project=project, config=config, mode=mode, group=group, name=name, save_dir=str(dir or "."), log_model="all",
-                       reinit="create_new", settings=__import__("wandb").Settings(console="off", x_disable_stats=True))
+    settings = wandb.Settings(console="off", x_disable_stats=True)
+    # no reinit= here: wandb does not support its reinit options together with the Lightning integration
+    return WandbLogger(project=project, config=config, mode=mode, group=group, name=name,
+                       save_dir=str(dir or "."), log_model="all", settings=settings)
 
 # %% ../nbs/08_experiment_tracking.ipynb #c032
 def xla_tracker(rank: int, world: int, project: str, config: dict, mode=None, group=None, per_core: bool = False, dir=None):

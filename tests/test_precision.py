@@ -96,3 +96,39 @@ def test_engines_agree_with_accumulation(sample_dir, tmp_path, precision, tolera
     for a, b in zip(runs["pytorch"], runs["lightning"]):
         for k in ("train_loss", "valid_loss", "valid_auc"):
             assert math.isfinite(a[k]) and abs(a[k] - b[k]) < tolerance, (precision, k, a, b)
+
+
+@pytest.mark.parametrize("capability, expected", [((6, 0), "16-mixed"), ((7, 5), "16-mixed"), ((8, 0), "bf16-mixed"),
+                                                  ((9, 0), "bf16-mixed")])
+def test_gpu_precision_follows_the_compute_capability(monkeypatch, capability, expected):
+    "A T4 (7.5) gets fp16 even though PyTorch reports bf16 as supported there (emulated); Ampere (8.0) and newer bf16."
+    from course_lib.engine import recommended_precision
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert recommended_precision("cuda") == expected
+
+
+CPU_CHOICE = """
+import torch
+from course_lib.engine import cpu_has_bf16, recommended_precision, resolve_precision
+from course_lib.lightning import trainer_settings
+print(torch.backends.cpu.get_cpu_capability(), cpu_has_bf16(), recommended_precision("cpu"),
+      resolve_precision("16-mixed", "cpu"), trainer_settings(precision="16-mixed", accelerator="cpu")["precision"])
+"""
+
+
+def test_cpu_without_bf16_instructions_trains_in_fp32():
+    "ATEN_CPU_CAPABILITY=avx2 makes PyTorch use its AVX2 kernels, as on a CPU without AVX-512 (and so without bf16)."
+    import os, subprocess, sys
+    r = subprocess.run([sys.executable, "-c", CPU_CHOICE], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "AVX2 False 32 32 32-true", r.stdout
+    assert "notice: 16-mixed is not supported on CPU; using 32" in r.stdout
+
+
+def test_explicit_bf16_on_a_cpu_without_it_is_kept_with_a_notice(monkeypatch, capsys):
+    from course_lib import engine
+    monkeypatch.setattr(engine, "cpu_has_bf16", lambda: False)
+    assert engine.resolve_precision("bf16-mixed", "cpu") == "bf16-mixed"
+    assert "no bf16 instructions: bf16-mixed is emulated" in capsys.readouterr().out

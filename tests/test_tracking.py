@@ -93,7 +93,8 @@ def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_p
     out = tmp_path / engine
     arch = "resnet18" if engine == "xla" else "efficientnet-b0"
     r = run_cli("train", "--engine", engine, "--data", sample_dir, "--arch", arch, "--img-size", 32, "--batch-size", 3, "--epochs", 2,
-                "--lr", 0.001, "--wandb", "offline", "--out", out, env={"PJRT_DEVICE": "CPU"}, timeout=900)
+                "--lr", 0.001, "--wandb", "offline", "--out", out, timeout=900,
+                env={"PJRT_DEVICE": "CPU", "WANDB_MODE": ""})  # an empty WANDB_MODE counts as unset
     assert r.returncode == 0, r.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     run = _read_back(out)
@@ -112,3 +113,52 @@ def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_p
         running = [h for h in run["history"] if "train_loss_running" in h]
         assert len(running) == 2 and all(h["train_loss_running"] > 0 for h in running)
         assert {a2 for a in models for a2 in a["aliases"]} >= {"epoch-0", "epoch-1", "best", "latest"}
+
+
+@pytest.fixture
+def colab_secret(monkeypatch):
+    "Colab's `google.colab.userdata` with a secret WANDB_API_KEY (the module only exists inside Colab)."
+    import sys, types
+    import google  # the namespace package that protobuf lives in; Colab adds `google.colab` to it
+    secret = "c0lab" * 8
+    colab = types.ModuleType("google.colab")
+    colab.userdata = types.SimpleNamespace(get=lambda name: secret if name == "WANDB_API_KEY" else None)
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.setattr(google, "colab", colab, raising=False)
+    return secret
+
+
+@pytest.fixture
+def rejecting_server(monkeypatch):
+    "A W&B server on 127.0.0.1 that answers 401 to every key, as api.wandb.ai does to a revoked one."
+    from wandb_fake_server import RejectingServer
+    server = RejectingServer()
+    monkeypatch.setenv("WANDB_BASE_URL", server.url)
+    yield server
+    server.close()
+
+
+def test_colab_secret_reaches_wandb_and_a_rejected_key_falls_back_offline(no_key, colab_secret, rejecting_server,
+                                                                          tmp_path, capsys):
+    mode, why = resolve_mode("online")
+    assert rejecting_server.keys == [colab_secret], "the server saw the Colab secret: it was handed to wandb"
+    assert mode == "offline" and why.startswith("W&B did not accept the key (AuthenticationError"), why
+    with Tracker("course-lib-tests", {"lr": 0.1}, mode="online", dir=tmp_path, name="rejected") as t:
+        t.on_epoch_end({"epoch": 0, "valid_auc": 0.5, "train_loss": 1.0}, step=1)
+        folder = run_folder(t)
+    line = capsys.readouterr().out
+    assert "wandb: W&B did not accept the key" in line and "recording offline" in line, line
+    assert read_offline_run(folder)["config"]["lr"] == 0.1, "training went on and was recorded offline"
+
+
+def test_wandb_mode_from_the_environment(no_key, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "")
+    assert tracking.env_mode() is None and "WANDB_MODE" not in __import__("os").environ, "empty counts as unset"
+    monkeypatch.setenv("WANDB_MODE", "dryrun")
+    assert tracking.env_mode() == "offline" and resolve_mode() == ("offline", None)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert resolve_mode() == ("disabled", None)
+    monkeypatch.setenv("WANDB_MODE", "sometimes")
+    with pytest.raises(CourseLibError, match="WANDB_MODE='sometimes' is not a W&B mode"):
+        resolve_mode()
+
