@@ -41,6 +41,21 @@ CASES = [  # (bad input, how it is made, extra arguments, what the user sees)
     ("--resume with nothing to resume", None, ["--resume"], r"--resume: no checkpoints in"),
     ("a data folder that does not exist", None, ["--data", "/no/such/folder"], r"--data /no/such/folder is not a folder"),
     ("a data folder without train.csv", lambda d, df: (d / "train.csv").unlink(), [], r"has no train\.csv \(expected the Kaggle layout\)"),
+    ("--num-workers -1", None, ["--num-workers", "-1"], r"--num-workers must be 0 or more, got -1"),
+    ("--fold beyond the folds (pytorch)", None, ["--fold", "7"], r"--fold 7 does not exist: the table is split into 5 folds, 0 to 4"),
+    ("--fold beyond the folds (lightning)", None, ["--engine", "lightning", "--fold", "5"], r"--fold 5 does not exist"),
+    ("--fold beyond the folds (xla)", None, ["--engine", "xla", "--fold", "9"], r"--fold 9 does not exist"),
+    ("--engine xla with --channels-last", None, ["--engine", "xla", "--channels-last"],
+     r"--channels-last is supported by the pytorch and lightning engines, not xla"),
+    ("--devices 2 with the pytorch engine", None, ["--devices", "2"], r"--devices 2 needs --engine lightning \(DDP\)"),
+]
+
+OFFLINE = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}  # a closed port: no download works
+ENV_CASES = [  # (bad input, environment, extra arguments, what the user sees)
+    ("WANDB_MODE set to a value wandb rejects", {"WANDB_MODE": "sometimes"}, [],
+     r"WANDB_MODE='sometimes' is not a W&B mode: set it to online, offline or disabled, or unset it"),
+    ("--pretrained without internet", OFFLINE, ["--pretrained", "--arch", "resnet18"],
+     r"no pretrained resnet18 weights could be loaded \(URLError.*--allow-random-init"),
 ]
 
 
@@ -62,9 +77,45 @@ def test_bad_input_is_one_line_exit_1_nothing_written(what, damage, args, messag
     assert not (tmp_path / "out").exists(), f"{what}: something was written"
 
 
+@pytest.mark.parametrize("what, env, args, message", ENV_CASES, ids=[c[0] for c in ENV_CASES])
+def test_bad_environment_is_one_line_exit_1_nothing_written(what, env, args, message, sample_dir, tmp_path):
+    r = run_cli("train", "--data", sample_dir, *args, "--out", tmp_path / "out", timeout=300,
+                env={**env, "TORCH_HOME": str(tmp_path / "torch")})  # an empty weights cache
+    assert r.returncode == 1, (what, r.stdout[-500:], r.stderr[-1500:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("course-lib: error: ") and re.search(message, lines[0]), (what, r.stderr)
+    assert not (tmp_path / "out").exists(), f"{what}: something was written"
+
+
+@pytest.mark.slow
+def test_allow_random_init_trains_without_weights(sample_dir, tmp_path):
+    r = run_cli("train", "--data", sample_dir, "--pretrained", "--allow-random-init", "--arch", "resnet18",
+                "--epochs", "1", "--img-size", "32", "--out", tmp_path / "out", timeout=300,
+                env={**OFFLINE, "TORCH_HOME": str(tmp_path / "torch")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "notice: no pretrained resnet18 weights" in r.stdout and (tmp_path / "out" / "metrics.json").exists()
+
+
+@pytest.mark.slow
+def test_resume_with_other_settings_names_them(sample_dir, tmp_path):
+    out = tmp_path / "out"
+    def train(epochs, img_size, *extra):
+        return run_cli("train", "--data", sample_dir, "--arch", "resnet18", "--epochs", epochs, "--img-size", img_size,
+                       "--out", out, *extra, timeout=300)
+    assert train(1, 32).returncode == 0
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    r = train(3, 48, "--lr", "0.01", "--resume")
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--resume with settings that differ from the checkpoint's run" in lines[0], r.stderr
+    assert "img_size was 32, now 48" in lines[0] and "lr was 0.0005, now 0.01" in lines[0] and "epochs" not in lines[0]
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before, "nothing was touched"
+    assert train(2, 32, "--resume").returncode == 0, "more epochs with the same settings resume"
+
+
 def test_readme_lists_every_bad_input():
     readme = (REPO / "README.md").read_text()
-    for what, *_ in CASES:
+    for what, *_ in CASES + ENV_CASES + [("--resume with settings that differ from the checkpoint's",)]:
         assert f"| {what} |" in readme, f"README's bad-input table lacks: {what}"
 
 

@@ -123,3 +123,16 @@ def test_record_results_writes_json(tmp_path):
     import json
     out = data.record_results({"auc": 0.5}, tmp_path / "deep" / "r.json")
     assert out == {"auc": 0.5} and json.loads((tmp_path / "deep" / "r.json").read_text()) == {"auc": 0.5}
+
+
+def test_sample_is_built_beside_its_destination_when_tmp_is_another_file_system(tmp_path, monkeypatch):
+    "Colab's Drive or a tmpfs /tmp: the set is assembled next to where it goes, so moving it into place cannot cross devices."
+    import os, tempfile
+    from course_lib.data import make_sample_dataset
+    other = "/dev/shm"
+    if not os.path.isdir(other) or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+        pytest.fail("this test needs /dev/shm on a file system other than the tests' tmp folder")
+    monkeypatch.setattr(tempfile, "tempdir", other)
+    out = make_sample_dataset(tmp_path / "not" / "yet" / "there", n=12, img_size=32, seed=1)
+    assert len(list((out / "train").glob("*.jpg"))) == 12 and (out / "train.csv").exists()
+    assert [p.name for p in out.parent.iterdir()] == ["there"], "no half-built folder left beside it"

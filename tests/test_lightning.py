@@ -21,3 +21,35 @@ def test_ddp_two_processes_match_one(tmp_path):
     assert moved < TOLERANCE, f"DDP and one process differ by {moved}"
     trained_by = max((single["weights"][k] - single["init"][k]).abs().max().item() for k in trained)
     assert trained_by > 10 * TOLERANCE, f"the weights moved by only {trained_by}: nothing was compared"
+
+
+@pytest.mark.slow
+def test_ddp_auc_is_gathered_from_every_process(tmp_path):
+    "With 2 processes the logged AUC is the AUC of the whole validation set, not of one process's half."
+    r = subprocess.run([sys.executable, str(REPO / "tests" / "ddp_check.py"), "ddp", str(tmp_path / "ddp.pt")],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ddp = torch.load(tmp_path / "ddp.pt", weights_only=True)
+    assert abs(ddp["rank0_half_auc"] - ddp["whole_auc"]) > 1e-3, "the data must tell a half from the whole"
+    assert abs(ddp["logged_auc"] - ddp["whole_auc"]) < 1e-6, ddp
+
+
+def test_fit_lightning_uses_one_device_unless_asked(tmp_path):
+    "Kaggle's 'GPU T4 x2': devices='auto' would start DDP from a script; the course asks for one device."
+    from course_lib.lightning import trainer_settings
+    settings = trainer_settings(epochs=2, checkpoint_dir=tmp_path)
+    assert settings["devices"] == 1 and settings["accelerator"] == "auto"
+    assert trainer_settings(devices=2)["devices"] == 2
+
+
+@pytest.mark.slow
+def test_cli_ddp_writes_metrics_once(sample_dir, tmp_path):
+    "course-lib train --engine lightning --devices 2: two processes train, the first one alone writes and reports."
+    from conftest import run_cli
+    import json
+    r = run_cli("train", "--data", sample_dir, "--engine", "lightning", "--devices", "2", "--arch", "resnet18",
+                "--epochs", "1", "--img-size", "32", "--batch-size", "8", "--out", tmp_path / "out", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("best valid AUC") == 1, r.stdout[-2000:]
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["engine"] == "lightning" and len(metrics["epochs"]) == 1

@@ -55,3 +55,57 @@ def test_runner_all_ok_exits_zero(nbs, tmp_path):
 def test_only_that_matches_nothing_is_an_error(nbs):
     with pytest.raises(CourseLibError, match="no notebooks in .* match 'zz'"):
         find_notebooks(nbs, only="zz")
+
+
+def _kernel_pid_notebook(nbs, pid_file):
+    "A notebook whose kernel writes its process id, starts a child (like a DataLoader worker), then works for minutes."
+    _write_nb(nbs / "04_busy.ipynb",
+              f"import os, subprocess, sys, time\n"
+              f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+              f"open({str(pid_file)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+              f"time.sleep(300)")
+
+
+def _alive(pid):
+    import psutil
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_timeout_kills_the_kernel_and_its_children(nbs, tmp_path):
+    pid_file = tmp_path / "pids"
+    _kernel_pid_notebook(nbs, pid_file)
+    rows = run_notebooks(nbs, tmp_path / "out", smoke=True, only="04_*", timeout=20, log=lambda *a, **k: None)
+    assert rows[0]["status"] == "timeout"
+    pids = [int(p) for p in pid_file.read_text().split()]
+    assert not any(_alive(p) for p in pids), f"left running: {[p for p in pids if _alive(p)]}"
+
+
+def test_ctrl_c_stops_the_runner_and_the_kernel(nbs, tmp_path):
+    import signal, subprocess, time
+    from conftest import BIN, REPO
+    pid_file = tmp_path / "pids"
+    _kernel_pid_notebook(nbs, pid_file)
+    runner = subprocess.Popen([str(BIN / "course-lib"), "run-notebooks", "--nbs", str(nbs), "--out", str(tmp_path / "out"),
+                               "--only", "04_*"], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (pid_file.exists() and len(pid_file.read_text().split()) == 2) and time.time() < deadline:
+        time.sleep(0.5)
+    pids = [int(p) for p in pid_file.read_text().split()]
+    runner.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends
+    _, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130 and "course-lib: interrupted" in err, err[-1000:]
+    assert not any(_alive(p) for p in pids), f"left running after Ctrl-C: {[p for p in pids if _alive(p)]}"
+
+
+def test_runner_leaves_the_callers_environment_as_it_was(nbs, tmp_path, monkeypatch):
+    import os
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    before = dict(os.environ)
+    rows = run_notebooks(nbs, tmp_path / "out", smoke=True, only="01_*", timeout=300, log=lambda *a, **k: None)
+    assert rows[0]["status"] == "ok", rows
+    assert dict(os.environ) == before
