@@ -27,7 +27,10 @@ def find_notebooks(nbs_dir="nbs", only: str | None = None) -> list[Path]:
 def _error_line(stderr: str) -> str:
     "The most useful line of a failed papermill run: the exception it reports, else the last line."
     lines = [l.strip() for l in stderr.splitlines() if l.strip() and not l.strip().startswith("Executing")]
-    for pat in (r"^\w*(Error|Exception|Interrupt)\b.*:", r"Error|Exception"):
+    patterns = (r"^[\w.]*(Error|Exception|Exit|Interrupt): ",  # what the notebook raised, e.g. "SystemExit: ..."
+                r"^\w*(Error|Exception|Interrupt)\b.*:",
+                r"Error|Exception")
+    for pat in patterns:
         hits = [l for l in lines if re.search(pat, l)]
         if hits:
             return hits[-1][:300]

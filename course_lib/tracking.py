@@ -61,12 +61,12 @@ def env_mode() -> str | None:
         raise CourseLibError(f"WANDB_MODE={value!r} is not a W&B mode: set it to online, offline or disabled, or unset it")
     return mode
 
-def _verify_key() -> str | None:
-    "Check the key with the W&B server; None when accepted, else the reason it was not."
+def _verify_key(key: str) -> str | None:
+    "Ask the W&B server whether it accepts `key`; None when it does, else the reason it did not."
     import wandb
     try:
-        wandb.login(verify=True)  # reads WANDB_API_KEY; never prompts when a key is set
-    except Exception as e:  # an AuthenticationError for a rejected or expired key
+        wandb.Api(api_key=key, timeout=15).viewer  # one query as that user; never prompts
+    except Exception as e:  # an AuthenticationError (or CommError) for a rejected or revoked key
         return f"W&B did not accept the key ({type(e).__name__}: {str(e).splitlines()[0][:150]})"
     return None
 
@@ -83,7 +83,7 @@ def resolve_mode(mode: str | None = None) -> tuple[str, str | None]:
     os.environ["WANDB_API_KEY"] = key  # hands a Colab secret to wandb (and to processes started from here)
     if not _reachable():
         return "offline", "the W&B server cannot be reached"
-    why = _verify_key()
+    why = _verify_key(key)
     return ("offline", why) if why else ("online", None)
 
 # %% ../nbs/08_experiment_tracking.ipynb #c011

@@ -52,4 +52,4 @@ def test_notebook_runs_in_smoke_mode(name, runtime_runs):
 def test_chapter_07_stops_clearly_on_a_gpu_runtime_profile():
     "A GPU runtime has no torch_xla: the profile records chapter 07's one-line stop as the expected result."
     profile = (REPO / "tools" / "runtimes" / "colab-gpu.txt").read_text()
-    assert "# expect: 07_tpu.ipynb torch_xla is not installed" in profile
+    assert "# expect: 07_tpu.ipynb this chapter needs torch_xla" in profile

@@ -21,8 +21,8 @@ fi
 want=$(sed -n 's/^# python: *//p' "$profile")
 python_for() {  # an interpreter of version $1 (X.Y): on PATH, in pyenv, or one uv knows
   local v=$1 c
-  for c in $(command -v "python$v" 2>/dev/null) "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/"$v".*/bin/python"$v"; do
-    if [ -x "$c" ]; then echo "$c"; return 0; fi
+  for c in "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/"$v".*/bin/python"$v" $(command -v "python$v" 2>/dev/null); do
+    if [ -x "$c" ] && "$c" -c 'import sys' 2>/dev/null; then echo "$c"; return 0; fi  # a pyenv shim may not run
   done
   uv python find "$v" 2>/dev/null
 }
