@@ -53,3 +53,16 @@ def test_cli_ddp_writes_metrics_once(sample_dir, tmp_path):
     assert r.stdout.count("best valid AUC") == 1, r.stdout[-2000:]
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["engine"] == "lightning" and len(metrics["epochs"]) == 1
+
+
+def test_ddp_passes_the_epoch_to_chapter_02s_sampler():
+    "Under DDP Lightning wraps the course's sampler; the floor (pytorch-lightning 2.6.1) forwards set_epoch to it."
+    from lightning_fabric.utilities.distributed import DistributedSamplerWrapper
+    from course_lib.dataset import EpochShuffleSampler
+    inner = EpochShuffleSampler(40, seed=3)
+    wrapped = DistributedSamplerWrapper(inner, num_replicas=2, rank=0, shuffle=False)
+    first = list(wrapped)
+    wrapped.set_epoch(1)
+    assert inner.epoch == 1, "the wrapped sampler saw the new epoch"
+    second = list(wrapped)
+    assert {e for e, _ in second} == {1} and [i for _, i in first] != [i for _, i in second], "a new order each epoch"

@@ -23,3 +23,13 @@ def test_every_notebook_has_a_parameters_cell_with_smoke():
         cells = json.loads((REPO / "nbs" / name).read_text())["cells"]
         params = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
         assert len(params) == 1 and "SMOKE = False" in "".join(params[0]["source"]), name
+
+
+def test_every_notebook_installs_course_lib_when_it_is_missing():
+    "Opened from its Colab or Kaggle badge, each notebook (the index too) installs the library before importing it."
+    for name in NOTEBOOKS:
+        cells = [c for c in json.loads((REPO / "nbs" / name).read_text())["cells"] if c["cell_type"] == "code"]
+        install = [i for i, c in enumerate(cells) if "%pip install" in "".join(c["source"])]
+        assert install, f"{name} has no install cell"
+        uses = [i for i, c in enumerate(cells) if i not in install and "course_lib" in "".join(c["source"])]
+        assert uses and install[0] < uses[0], f"{name} uses course_lib before installing it"
