@@ -88,9 +88,11 @@ def test_ctrl_c_stops_the_runner_and_the_kernel(nbs, tmp_path):
     from conftest import BIN, REPO
     pid_file = tmp_path / "pids"
     _kernel_pid_notebook(nbs, pid_file)
+    # a job started in the background by a script inherits SIGINT as ignored; a terminal's foreground job does not
+    terminal_like = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
     runner = subprocess.Popen([str(BIN / "course-lib"), "run-notebooks", "--nbs", str(nbs), "--out", str(tmp_path / "out"),
                                "--only", "04_*"], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, preexec_fn=terminal_like)
     deadline = time.time() + 120
     while not (pid_file.exists() and len(pid_file.read_text().split()) == 2) and time.time() < deadline:
         time.sleep(0.5)
