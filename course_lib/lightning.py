@@ -17,7 +17,8 @@ from .engine import (PRECISIONS, WeightedFocalLoss, _epoch_row, create_model, hi
                                resolve_precision, seed_everything)
 
 # %% auto #0
-__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'lightning_precision', 'trainer_settings', 'fit_lightning']
+__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'is_tpu', 'lightning_precision', 'trainer_settings',
+           'fit_lightning']
 
 # %% ../nbs/04_lightning.ipynb #c007
 class MelanomaModule(pl.LightningModule):
@@ -96,11 +97,23 @@ class HistoryCallback(Callback):
     def load_state_dict(self, state): self.rows = list(state["rows"])
 
 # %% ../nbs/04_lightning.ipynb #c015
-def lightning_precision(precision: str) -> str:
+def is_tpu(accelerator) -> bool:
+    "Whether `accelerator` is Lightning's TPU accelerator, by name or as an instance (chapter 07)."
+    from pytorch_lightning.accelerators import XLAAccelerator
+    return accelerator == "tpu" or isinstance(accelerator, XLAAccelerator)
+
+def lightning_precision(precision: str,
+                        accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 07)
+                        ) -> str:
     "Lightning's name for a course precision ('32' -> '32-true')."
     if precision not in PRECISIONS:
         raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    return "32-true" if precision == "32" else precision
+    if not is_tpu(accelerator):
+        return "32-true" if precision == "32" else precision
+    # Lightning's XLA plugin takes only 32-true, 16-true and bf16-true
+    if precision == "16-mixed":
+        raise CourseLibError("--precision 16-mixed is not supported on TPU: use bf16-mixed or 32")
+    return "bf16-true" if precision == "bf16-mixed" else "32-true"
 
 def trainer_settings(epochs: int = 5,
                      precision: str = "32",  # the course's name: 32, 16-mixed or bf16-mixed
@@ -123,7 +136,8 @@ def trainer_settings(epochs: int = 5,
         callbacks.append(ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max",
                                          save_last=True, save_on_train_epoch_end=True))
     return dict(accelerator=accelerator, devices=devices, max_epochs=epochs,
-                precision=lightning_precision(precision), accumulate_grad_batches=accumulate,
+                precision=lightning_precision(precision, accelerator),
+                accumulate_grad_batches=accumulate,
                 callbacks=callbacks, logger=False, num_sanity_val_steps=0,
                 enable_checkpointing=bool(checkpoint_dir), enable_progress_bar=progress,
                 enable_model_summary=False)

@@ -120,8 +120,7 @@ def _on_epoch_end(self, row: dict, checkpoint=None, step: int | None = None) -> 
         if metric and row[metric] == row[metric] and (self.best is None or row[metric] > self.best):
             self.best = row[metric]; aliases.append("best")
         art = wandb.Artifact(self.artifact, type="model", metadata={k: v for k, v in row.items() if isinstance(v, (int, float))})
-        if Path(checkpoint).is_dir(): art.add_dir(str(checkpoint))  # e.g. xser.save's file + tensors folder (chapter 07)
-        else: art.add_file(str(checkpoint), name="model.pt")
+        art.add_file(str(checkpoint), name="model.pt")  # every engine's checkpoint is one file
         self.run.log_artifact(art, aliases=aliases)
 
 def _finish(self, exit_code: int = 0) -> None:

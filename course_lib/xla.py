@@ -1,4 +1,4 @@
-"""The post's 8-core Colab TPU training, with today's torch_xla (PJRT): one function per core, sharded data, all-reduced gradients; then the same in Lightning. Runs for real on XLA:CPU when there is no TPU.
+"""The post's 8-core Colab TPU training, rebuilt for the TPUs learners can get in 2026 (Colab v5e-1, Kaggle v5e-8): today's torch_xla API, one process per chip, sharded data, all-reduced gradients; then Lightning on TPU, and TorchTPU, which replaces torch_xla. Runs for real on XLA:CPU when there is no TPU.
 
 Docs: https://course-lib.github.io/course_lib/tpu.html.md"""
 
@@ -6,197 +6,289 @@ Docs: https://course-lib.github.io/course_lib/tpu.html.md"""
 
 # %% ../nbs/07_tpu.ipynb #c005
 from __future__ import annotations
-import copy, importlib.util, json, math, os, time
+import copy
+import importlib.util
+import json
+import math
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import NamedTuple
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler, Subset
 from .data import CourseLibError
-from .engine import PRECISIONS, WeightedFocalLoss, autocast, create_model, history_dict, seed_everything
+from .engine import (WeightedFocalLoss, autocast, create_model,
+                               history_dict, save_checkpoint, seed_everything)
 
 # %% auto #0
-__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'replica_info', 'optimizer_step', 'gather', 'simple_cnn', 'fashion_task',
-           'melanoma_task', 'compile_count', 'check_no_recompilation', 'require_xla', 'train_xla']
-
-# %% ../nbs/07_tpu.ipynb #c009
-def _dist():
-    "torch.distributed when a process group is running (gloo replicas), else None."
-    import torch.distributed as dist
-    return dist if dist.is_available() and dist.is_initialized() else None
-
-def replica_info() -> tuple[int, int]:
-    "(number of replicas, this replica's ordinal)."
-    if d := _dist(): return d.get_world_size(), d.get_rank()
-    import torch_xla.runtime as xr
-    return xr.world_size(), xr.global_ordinal()
-
-def optimizer_step(optimizer) -> None:
-    "Average the gradients over all replicas, then step: `xm.optimizer_step` (or gloo's all-reduce)."
-    if d := _dist():
-        world = d.get_world_size()
-        for p in (p for g in optimizer.param_groups for p in g["params"] if p.grad is not None):
-            g = p.grad.detach().cpu(); d.all_reduce(g); p.grad.copy_((g / world).to(p.grad.device))
-        return optimizer.step()
-    import torch_xla.core.xla_model as xm
-    xm.optimizer_step(optimizer)
-
-def gather(tag: str, obj) -> list:
-    "Every replica's `obj` (CPU tensors or numbers), in ordinal order: `xm.mesh_reduce` (or gloo's all_gather_object)."
-    if d := _dist():
-        out = [None] * d.get_world_size(); d.all_gather_object(out, obj); return out
-    import torch_xla.core.xla_model as xm
-    return xm.mesh_reduce(tag, obj, list)
+__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'compile_count', 'XlaReplicas', 'Task', 'simple_cnn', 'fashion_task',
+           'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'require_xla', 'train_xla',
+           'check_no_recompilation']
 
 # %% ../nbs/07_tpu.ipynb #c011
-def simple_cnn(num_classes: int = 10) -> nn.Module:
-    "A small CNN without BatchNorm or dropout: its gradient does not depend on how a batch is split."
-    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes))
-
-def _classifier(arch: str, num_classes: int, pretrained: bool = False) -> nn.Module:
-    "AlexNet, simple-cnn, or any chapter 03 architecture, with `num_classes` outputs."
-    import torchvision
-    if arch == "alexnet": return torchvision.models.alexnet(num_classes=num_classes)
-    if arch == "simple-cnn": return simple_cnn(num_classes)
-    return create_model(arch, pretrained, num_classes)
-
-def fashion_task(flags: dict):
-    "FashionMNIST at `img_size` px, RGB, ImageNet-normalised (the post's transforms); cross-entropy; accuracy."
-    from torchvision import transforms as T
-    from course_lib.data import fashion_mnist
-    tf = T.Compose([T.Resize((flags["img_size"],) * 2), T.Grayscale(3), T.ToTensor(),
-                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-    data = [fashion_mnist(flags["data_dir"], train, download=flags["download"], transform=tf, smoke=flags["smoke"]) for train in (True, False)]
-    return *data, _classifier(flags["arch"], 10, flags["pretrained"]), nn.CrossEntropyLoss(), "valid_accuracy"
-
-def melanoma_task(flags: dict):
-    "Chapters 02-03's melanoma data (one fold), model and focal loss; ROC AUC."
-    import pandas as pd
-    from course_lib.data import add_folds
-    from course_lib.dataset import MelanomaDataset, get_transforms, image_path
-    d = Path(flags["data_dir"]); df = add_folds(pd.read_csv(d / "train.csv"), seed=flags["seed"])
-    parts = [df[(df.fold != flags["fold"]) if train else (df.fold == flags["fold"])] for train in (True, False)]
-    data = [MelanomaDataset([image_path(d, n) for n in p.image_name], p.target, get_transforms(flags["img_size"], train, flags["seed"]))
-            for p, train in zip(parts, (True, False))]
-    return *data, _classifier(flags["arch"], 1, flags["pretrained"]), WeightedFocalLoss(), "valid_auc"
-
-TASKS = {"fashion": fashion_task, "melanoma": melanoma_task}
-
-# %% ../nbs/07_tpu.ipynb #c013
-def _train_epoch(model, loader, n_batches: int, loss_fn, optimizer, device, precision: str, accumulate: int):
-    "One pass over this replica's shard; returns (sum of losses, images) as CPU numbers."
-    model.train()
-    total, seen = torch.zeros((), device=device), 0
-    optimizer.zero_grad(set_to_none=True)
-    for i, (x, y) in enumerate(loader):
-        with autocast(precision, device):
-            logits = model(x)
-        loss = loss_fn(logits.float(), y)
-        (loss / accumulate).backward()
-        if (i + 1) % accumulate == 0 or i + 1 == n_batches:
-            optimizer_step(optimizer); optimizer.zero_grad(set_to_none=True)
-        total += loss.detach() * len(x); seen += len(x)
-    return total.item(), seen
-
-# %% ../nbs/07_tpu.ipynb #c015
-@torch.no_grad()
-def _validate(model, loader, loss_fn_cpu, metric: str) -> dict:
-    "Loss and `metric` over all replicas' validation shards."
-    from torchmetrics.functional.classification import binary_auroc
-    model.eval()
-    logits, targets = [], []
-    for x, y in loader: logits.append(model(x).float()); targets.append(y)
-    mine = (torch.cat([l.cpu() for l in logits]), torch.cat([t.cpu() for t in targets]))
-    parts = gather("validation", mine)
-    logits, targets = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-    out = {"valid_loss": loss_fn_cpu(logits, targets).item()}
-    if metric == "valid_auc":
-        t = targets.long().flatten()
-        out[metric] = binary_auroc(torch.sigmoid(logits).flatten(), t).item() if t.unique().numel() == 2 else float("nan")
-    else: out[metric] = (logits.argmax(-1) == targets).float().mean().item()
-    return out
-
-# %% ../nbs/07_tpu.ipynb #c017
 def compile_count() -> int:
     "Number of XLA graph compilations so far in this process."
     import torch_xla.debug.metrics as met
     data = met.metric_data("CompileTime")
     return int(data[0]) if data else 0
 
-def check_no_recompilation(rows: list[dict], warmup_epochs: int = 2) -> None:
-    "Raise when the compilation count still grows after the first `warmup_epochs` epochs (a recompilation per step)."
-    counts = [r["compiles"] for r in rows]
-    if len(counts) > warmup_epochs and counts[-1] > counts[warmup_epochs - 1]:
-        raise CourseLibError(f"XLA recompiled after warm-up: compilations per epoch {counts}; look for changing shapes "
-                             "(drop_last=False), .item() inside the step, or Python branches on tensor values")
+# %% ../nbs/07_tpu.ipynb #c017
+class XlaReplicas:
+    "The collective operations `_run` uses, done by torch_xla across the XLA devices."
+
+    def info(self) -> tuple[int, int]:
+        "(number of replicas, this replica's ordinal)."
+        import torch_xla.runtime as xr
+        return xr.world_size(), xr.global_ordinal()
+
+    def optimizer_step(self, optimizer) -> None:
+        "Average the gradients over all replicas (an all-reduce), then step."
+        import torch_xla.core.xla_model as xm
+        xm.optimizer_step(optimizer)
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        "Every replica's `tensor` (the same shape on each), concatenated along dim 0 in ordinal order."
+        import torch_xla.core.xla_model as xm
+        return xm.all_gather(tensor, dim=0)
 
 # %% ../nbs/07_tpu.ipynb #c019
-def _run(index: int, flags: dict) -> None:
-    "The per-core function `xmp.spawn` calls on every XLA device (the post's `_run`, with today's API)."
+class Task(NamedTuple):
+    "What `_run` trains: the two datasets, the model, the loss and the metric's name."
+    train: torch.utils.data.Dataset
+    valid: torch.utils.data.Dataset
+    model: nn.Module
+    loss_fn: nn.Module
+    metric: str
+    keyed: bool = False  # the training set takes chapter 02's (epoch, index) keys
+
+def simple_cnn(num_classes: int = 10) -> nn.Module:
+    "A small CNN without BatchNorm or dropout: its gradient does not depend on how a batch is split."
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes))
+
+def _classifier(arch: str, num_classes: int, pretrained: bool = False) -> nn.Module:
+    "AlexNet, simple-cnn, or any chapter 03 architecture, with `num_classes` outputs."
+    import torchvision
+    if arch == "alexnet":
+        return torchvision.models.alexnet(num_classes=num_classes)
+    if arch == "simple-cnn":
+        return simple_cnn(num_classes)
+    return create_model(arch, pretrained, num_classes)
+
+# %% ../nbs/07_tpu.ipynb #c020
+def fashion_task(flags: dict) -> Task:
+    "FashionMNIST at `img_size` px, RGB, ImageNet-normalised (the post's transforms); accuracy."
+    from torchvision import transforms as T
+    from course_lib.data import fashion_mnist
+    tf = T.Compose([T.Resize((flags["img_size"],) * 2), T.Grayscale(3), T.ToTensor(),
+                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    train, valid = [fashion_mnist(flags["data_dir"], split, download=flags["download"],
+                                  transform=tf, smoke=flags["smoke"]) for split in (True, False)]
+    model = _classifier(flags["arch"], 10, flags["pretrained"])
+    return Task(train, valid, model, nn.CrossEntropyLoss(), "valid_accuracy")
+
+def melanoma_task(flags: dict) -> Task:
+    "Chapters 02-03's melanoma data (one fold), model and focal loss; ROC AUC."
+    import pandas as pd
+    from course_lib.data import add_folds
+    from course_lib.dataset import MelanomaDataset, get_transforms, image_path
+    d = Path(flags["data_dir"])
+    df = add_folds(pd.read_csv(d / "train.csv"), seed=flags["seed"])
+    datasets = []
+    for train in (True, False):
+        part = df[(df.fold != flags["fold"]) if train else (df.fold == flags["fold"])]
+        paths = [image_path(d, n) for n in part.image_name]
+        augment = get_transforms(flags["img_size"], train, flags["seed"])
+        datasets.append(MelanomaDataset(paths, part.target, augment, seed=flags["seed"]))
+    model = _classifier(flags["arch"], 1, flags["pretrained"])
+    return Task(*datasets, model, WeightedFocalLoss(), "valid_auc", keyed=True)
+
+TASKS = {"fashion": fashion_task, "melanoma": melanoma_task}
+
+# %% ../nbs/07_tpu.ipynb #c022
+class EpochDistributedSampler(DistributedSampler):
+    "This replica's shard as chapter 02's (epoch, index) keys: augmentations follow (seed, epoch, index)."
+    def __iter__(self):
+        return iter([(self.epoch, i) for i in super().__iter__()])
+
+def make_loaders(task: Task, world: int, rank: int, flags: dict):
+    "One replica's (sampler, train loader, valid loader): a training shard, every world-th valid image."
+    sampler_class = EpochDistributedSampler if task.keyed else DistributedSampler
+    sampler = sampler_class(task.train, num_replicas=world, rank=rank, shuffle=True, seed=flags["seed"])
+    train_loader = DataLoader(task.train, flags["batch_size"], sampler=sampler, drop_last=True,
+                              num_workers=flags["num_workers"])
+    shard = Subset(task.valid, range(rank, len(task.valid), world))
+    valid_loader = DataLoader(shard, flags["batch_size"], num_workers=flags["num_workers"])
+    return sampler, train_loader, valid_loader
+
+# %% ../nbs/07_tpu.ipynb #c025
+def _train_epoch(r: SimpleNamespace, loader, precision: str, accumulate: int):
+    "One pass over this replica's shard; returns (sum of losses on the device, images)."
+    r.model.train()
+    total = torch.zeros((), device=r.device)
+    seen = 0
+    r.optimizer.zero_grad(set_to_none=True)
+    for i, (x, y) in enumerate(loader):
+        with autocast(precision, r.device):
+            logits = r.model(x)
+        loss = r.loss_fn(logits.float(), y)
+        (loss / accumulate).backward()
+        if (i + 1) % accumulate == 0 or i + 1 == r.n_batches:
+            r.replicas.optimizer_step(r.optimizer)
+            r.optimizer.zero_grad(set_to_none=True)
+        total += loss.detach() * len(x)
+        seen += len(x)
+    return total, seen
+
+# %% ../nbs/07_tpu.ipynb #c027
+def _gather_rows(replicas, t: torch.Tensor, rows: int) -> torch.Tensor:
+    "Every replica's rows of `t`, padded to `rows` for the all-gather, padding dropped, on the CPU."
+    counts = replicas.gather(torch.tensor([len(t)], device=t.device)).cpu().tolist()
+    padding = t.new_zeros((rows - len(t), *t.shape[1:]))
+    parts = replicas.gather(torch.cat([t, padding])).cpu().split(rows)
+    return torch.cat([part[:n] for part, n in zip(parts, counts)])
+
+@torch.no_grad()
+def _validate(r: SimpleNamespace, loader, precision: str) -> dict:
+    "Loss and metric over all replicas' validation shards."
+    from torchmetrics.functional.classification import binary_auroc
+    r.model.eval()
+    logits, targets = [], []
+    for x, y in loader:
+        with autocast(precision, r.device):
+            logits.append(r.model(x).float())
+        targets.append(y)
+    rows = math.ceil(r.n_valid / r.world)
+    logits = _gather_rows(r.replicas, torch.cat(logits), rows)
+    targets = _gather_rows(r.replicas, torch.cat(targets), rows)
+    out = {"valid_loss": r.loss_fn_cpu(logits, targets).item()}
+    if r.metric == "valid_accuracy":
+        out[r.metric] = (logits.argmax(-1) == targets).float().mean().item()
+    elif targets.unique().numel() == 2:
+        out[r.metric] = binary_auroc(torch.sigmoid(logits).flatten(), targets.long().flatten()).item()
+    else:
+        out[r.metric] = float("nan")  # one class in the fold: AUC is undefined
+    return out
+
+# %% ../nbs/07_tpu.ipynb #c029
+def _setup(flags: dict) -> SimpleNamespace:
+    "One replica's device, task, loaders, model and optimizer."
     import torch_xla
-    from torch.utils.data import DataLoader, DistributedSampler, Subset
-    device = torch_xla.device()
-    world, rank = replica_info()
+    replicas = flags["replicas"] or XlaReplicas()
+    world, rank = replicas.info()
     seed_everything(flags["seed"])  # the same initial weights on every replica
-    train_ds, valid_ds, model, loss_fn, metric = TASKS[flags["task"]](flags)
-    loss_fn_cpu, model, loss_fn = copy.deepcopy(loss_fn), model.to(device), loss_fn.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=flags["lr"] * world)  # global batch = world x batch_size
-    sampler = DistributedSampler(train_ds, num_replicas=world, rank=rank, shuffle=True, seed=flags["seed"])
-    train_loader = DataLoader(train_ds, flags["batch_size"], sampler=sampler, drop_last=True, num_workers=flags["num_workers"])
-    valid_loader = DataLoader(Subset(valid_ds, range(rank, len(valid_ds), world)), flags["batch_size"], num_workers=flags["num_workers"])
-    out, rows = Path(flags["out"]), []
-    tracker = flags["tracker"](rank, world) if flags.get("tracker") else None  # chapter 08: a W&B run (master, or per core)
-    try: _epochs(model, loss_fn, loss_fn_cpu, optimizer, sampler, train_loader, valid_loader, device, metric, flags, rank, world, rows, tracker)
+    task = TASKS[flags["task"]](flags)
+    device = torch_xla.device()
+    sampler, train_loader, valid_loader = make_loaders(task, world, rank, flags)
+    model = task.model.to(device)
+    lr = flags["lr"] * world  # global batch = world x batch_size
+    return SimpleNamespace(
+        replicas=replicas, world=world, rank=rank, device=device, metric=task.metric,
+        model=model, loss_fn=copy.deepcopy(task.loss_fn).to(device), loss_fn_cpu=task.loss_fn,
+        optimizer=torch.optim.Adam(model.parameters(), lr=lr),
+        sampler=sampler, train_loader=train_loader, valid_loader=valid_loader,
+        n_batches=len(train_loader), n_valid=len(task.valid))
+
+# %% ../nbs/07_tpu.ipynb #c030
+def _epoch(r: SimpleNamespace, epoch: int, flags: dict) -> dict:
+    "Train and validate one epoch; the master replica saves the checkpoint. Returns the epoch's row."
+    import torch_xla.distributed.parallel_loader as pl
+    start = time.time()
+    r.sampler.set_epoch(epoch)
+    train = pl.MpDeviceLoader(r.train_loader, r.device)
+    loss_sum, seen = _train_epoch(r, train, flags["precision"], flags["accumulate"])
+    ev = _validate(r, pl.MpDeviceLoader(r.valid_loader, r.device), flags["precision"])
+    mine = torch.stack([loss_sum, torch.tensor(float(seen), device=r.device)])
+    sums = r.replicas.gather(mine.unsqueeze(0)).sum(0).cpu()
+    if r.rank == 0:
+        weights = {k: v.cpu() for k, v in r.model.state_dict().items()}
+        save_checkpoint(_checkpoint(flags), model=weights, epoch=epoch, arch=flags["arch"])
+    return dict(epoch=epoch, train_loss=(sums[0] / sums[1]).item(), **ev,
+                seconds=round(time.time() - start, 3), compiles=compile_count(), replicas=r.world)
+
+def _checkpoint(flags: dict) -> Path:
+    "Where the master replica saves the last epoch's weights."
+    return Path(flags["out"]) / "checkpoints" / "last.pt"
+
+# %% ../nbs/07_tpu.ipynb #c031
+def _run(index: int, flags: dict) -> None:
+    "The per-core function `torch_xla.launch` calls on every XLA device (the post's `_run`, today's API)."
+    r = _setup(flags)
+    tracker = flags["tracker"](r.rank, r.world) if flags["tracker"] else None  # chapter 08
+    rows = []
+    try:
+        for epoch in range(flags["epochs"]):
+            rows.append(_epoch(r, epoch, flags))
+            if r.rank == 0:
+                print(f"epoch {epoch}: " + ", ".join(f"{k} {v:.4f}" for k, v in rows[-1].items()
+                                                    if isinstance(v, float)), flush=True)
+            if tracker:
+                tracker.on_epoch_end(rows[-1], _checkpoint(flags) if r.rank == 0 else None, step=epoch)
     except BaseException:
         if tracker: tracker.finish(exit_code=1)
         raise
     if tracker: tracker.finish()
-    if rank == 0:
+    if r.rank == 0:
+        _write_history(Path(flags["out"]), r.metric, rows)
+
+def _write_history(out: Path, metric: str, rows: list[dict]) -> None:
+    "xla_history.json, in the format of the other engines."
+    if metric == "valid_auc":
+        hist = history_dict("xla", rows)
+    else:
         best = max((r[metric] for r in rows if not math.isnan(r[metric])), default=float("nan"))
-        hist = history_dict("xla", rows) if metric == "valid_auc" else dict(engine="xla", epochs=rows, best_valid_accuracy=best)
-        (out / "xla_history.json").write_text(json.dumps(hist, indent=2))
+        hist = dict(engine="xla", epochs=rows, best_valid_accuracy=best)
+    (out / "xla_history.json").write_text(json.dumps(hist, indent=2))
 
-# %% ../nbs/07_tpu.ipynb #c020
-def _epochs(model, loss_fn, loss_fn_cpu, optimizer, sampler, train_loader, valid_loader, device, metric, flags, rank, world, rows, tracker):
-    "The epoch loop of `_run`: train, validate, reduce, checkpoint (master), log."
-    import torch_xla.distributed.parallel_loader as pl, torch_xla.utils.serialization as xser
-    ckpt = Path(flags["out"]) / "checkpoints" / "last"
-    for epoch in range(flags["epochs"]):
-        start = time.time(); sampler.set_epoch(epoch)
-        loss_sum, seen = _train_epoch(model, pl.MpDeviceLoader(train_loader, device), len(train_loader), loss_fn, optimizer,
-                                      device, flags["precision"], flags["accumulate"])
-        ev = _validate(model, pl.MpDeviceLoader(valid_loader, device), loss_fn_cpu, metric)
-        sums = gather("train_loss", (loss_sum, seen))
-        if rank == 0: ckpt.mkdir(parents=True, exist_ok=True); xser.save(model.state_dict(), str(ckpt / "model.pt"), master_only=False)
-        rows.append(dict(epoch=epoch, train_loss=sum(s for s, _ in sums) / sum(n for _, n in sums), **ev,
-                         seconds=round(time.time() - start, 3), compiles=compile_count(), replicas=world))
-        if rank == 0: print(f"epoch {epoch}: " + ", ".join(f"{k} {v:.4f}" for k, v in rows[-1].items() if isinstance(v, float)), flush=True)
-        if tracker: tracker.on_epoch_end(rows[-1], ckpt if rank == 0 else None, step=epoch)
-
-# %% ../nbs/07_tpu.ipynb #c022
+# %% ../nbs/07_tpu.ipynb #c033
 XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16
-XLA_DEFAULTS = dict(task="fashion", data_dir=None, smoke=False, download=False, arch="resnet50", pretrained=False, img_size=128,
-                    batch_size=128, epochs=2, lr=1e-3, precision="32", accumulate=1, num_workers=0, seed=42, fold=0, out="runs/xla",
-                    tracker=None)
+XLA_DEFAULTS = dict(task="fashion", data_dir=None, smoke=False, download=False, arch="resnet50",
+                    pretrained=False, img_size=128, batch_size=128, epochs=2, lr=1e-3, precision="32",
+                    accumulate=1, num_workers=0, seed=42, fold=0, out="runs/xla", tracker=None,
+                    replicas=None, start_method="fork")
 
-def require_xla() -> None:
-    "Refuse clearly when torch_xla is missing; default PJRT_DEVICE to CPU when there is no TPU."
+def require_xla() -> str:
+    "Refuse clearly without torch_xla; else the device type torch_xla chose ('TPU', or 'CPU' without one)."
     if importlib.util.find_spec("torch_xla") is None:
         raise CourseLibError("torch_xla is not installed: on a TPU VM run `pip install torch_xla[tpu]`; "
-                             "elsewhere `pip install course_lib[tpu]` and set PJRT_DEVICE=CPU")
-    os.environ.setdefault("PJRT_DEVICE", "TPU" if os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio") else "CPU")
+                             "elsewhere `pip install course_lib[tpu]` to run it on the CPU")
+    import torch_xla.runtime as xr  # the import sets PJRT_DEVICE when it is unset
+    return xr.device_type()
+
+def _check_flags(flags: dict) -> None:
+    "One clear error for a bad setting, before any process starts."
+    unknown = set(flags) - set(XLA_DEFAULTS)
+    if unknown:
+        raise CourseLibError(f"unknown setting(s) {', '.join(sorted(unknown))}")
+    if flags["task"] not in TASKS:
+        raise CourseLibError(f"unknown task {flags['task']!r}; choose one of {', '.join(TASKS)}")
+    if flags["precision"] not in XLA_PRECISIONS:
+        raise CourseLibError(f"--precision on XLA must be 32 or bf16-mixed, got {flags['precision']!r}")
+    if flags["epochs"] < 1 or flags["accumulate"] < 1:
+        raise CourseLibError("--epochs and --accumulate must be at least 1")
 
 def train_xla(**flags) -> dict:
-    "Train on every XLA device with `xmp.spawn`; returns the history (same format as the other engines)."
+    "Train on every XLA device with `torch_xla.launch`; returns the history (the other engines' format)."
     flags = {**XLA_DEFAULTS, **flags}
-    unknown = set(flags) - set(XLA_DEFAULTS)
-    if unknown: raise CourseLibError(f"unknown setting(s) {', '.join(sorted(unknown))}")
-    if flags["task"] not in TASKS: raise CourseLibError(f"unknown task {flags['task']!r}; choose one of {', '.join(TASKS)}")
-    if flags["precision"] not in XLA_PRECISIONS: raise CourseLibError(f"--precision on XLA must be 32 or bf16-mixed, got {flags['precision']!r}")
-    if flags["epochs"] < 1 or flags["accumulate"] < 1: raise CourseLibError("--epochs and --accumulate must be at least 1")
+    _check_flags(flags)
     require_xla()
-    import torch_xla.distributed.xla_multiprocessing as xmp
-    out = Path(flags["out"]); (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    import torch_xla
+    out = Path(flags["out"])
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     (out / "xla_history.json").unlink(missing_ok=True)
-    xmp.spawn(_run, args=(flags,), start_method="fork")
-    if not (out / "xla_history.json").exists(): raise CourseLibError("the XLA replicas ended without a history; see their output above")
+    torch_xla.launch(_run, args=(flags,), start_method=flags["start_method"])
+    if not (out / "xla_history.json").exists():
+        raise CourseLibError("the XLA replicas ended without a history; see their output above")
     return json.loads((out / "xla_history.json").read_text())
+
+# %% ../nbs/07_tpu.ipynb #c037
+def check_no_recompilation(rows: list[dict], warmup_epochs: int = 2) -> None:
+    "Raise when the compilation count still grows after `warmup_epochs` epochs (a recompilation per step)."
+    counts = [r["compiles"] for r in rows]
+    if len(counts) > warmup_epochs and counts[-1] > counts[warmup_epochs - 1]:
+        raise CourseLibError(f"XLA recompiled after warm-up: compilations per epoch {counts}; look for "
+                             "changing shapes (drop_last=False), .item() inside the step, "
+                             "or Python branches on tensor values")

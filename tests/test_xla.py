@@ -1,18 +1,21 @@
-"Chapter 07 on XLA:CPU: xmp.spawn path, Lightning on XLA, recompilation check, two real replicas."
-import json, math, subprocess, sys
+"Chapter 07 on XLA:CPU: torch_xla.launch path, Lightning on XLA, recompilation check, two real replicas, data, warnings."
+import json, math, os, subprocess, sys
 import pytest
+import torch
 from conftest import REPO, run_cli
-from course_lib.data import CourseLibError
-from course_lib.xla import check_no_recompilation
+from course_lib.data import CourseLibError, make_sample_dataset
+from course_lib.xla import XLA_DEFAULTS, check_no_recompilation, make_loaders, melanoma_task
 
 
-def xla_check(name, tmp_path, timeout=900):
-    "Run one of tests/xla_checks.py in a fresh process (PJRT_DEVICE=CPU); returns its JSON result."
+def xla_check(name, tmp_path, timeout=900, output=False):
+    "Run one of tests/xla_checks.py in a fresh process (PJRT_DEVICE=CPU, every warning shown); its JSON result."
     out = tmp_path / f"{name}.json"
-    r = subprocess.run([sys.executable, str(REPO / "tests" / "xla_checks.py"), name, str(out)], capture_output=True, text=True,
-                       timeout=timeout, env={**__import__("os").environ, "PJRT_DEVICE": "CPU"}, stdin=subprocess.DEVNULL)
+    env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONWARNINGS": "always"}
+    r = subprocess.run([sys.executable, str(REPO / "tests" / "xla_checks.py"), name, str(out)], capture_output=True,
+                       text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
     assert r.returncode == 0 and out.exists(), r.stderr[-3000:]
-    return json.loads(out.read_text())
+    result = json.loads(out.read_text())
+    return (result, r.stdout + r.stderr) if output else result
 
 
 def rows(counts): return [dict(compiles=c) for c in counts]
@@ -39,6 +42,7 @@ def test_lightning_fits_on_xla_cpu(tmp_path):
     r = xla_check("lightning", tmp_path)
     cpu = r["cpu"]
     assert r["strategy"] == "SingleDeviceXLAStrategy" and r["devices_seen"] == ["xla:0"], r
+    assert (r["precision_plugin"], r["precision"]) == ("XLAPrecision", "32-true"), r
     assert cpu["strategy"] == "SingleDeviceStrategy" and cpu["devices_seen"] == ["cpu"], cpu
     assert all(len(h["history"]["epochs"]) == 2 for h in (r, cpu))
     assert all(math.isfinite(e[k]) for e in r["history"]["epochs"] for k in ("train_loss", "valid_loss"))
@@ -48,6 +52,76 @@ def test_lightning_fits_on_xla_cpu(tmp_path):
     # step 0: same weights and batch (measured 3e-6 relative); step 1: after one Adam step on each device (6e-5).
     # Later steps drift apart: Adam's first steps scale each gradient to ~lr, so float-rounding differences grow.
     assert abs(x[0] - c[0]) / c[0] < 1e-4 and abs(x[1] - c[1]) / c[1] < 1e-3, (x[:2], c[:2])
+
+
+@pytest.mark.slow
+def test_lightning_fits_on_xla_cpu_in_bf16_true(tmp_path):
+    "fit_lightning(precision='bf16-mixed') on an XLA accelerator asks for 'bf16-true', and the fit really runs in bf16."
+    r = xla_check("lightning_bf16", tmp_path)
+    assert (r["precision_plugin"], r["precision"], r["strategy"]) == ("XLAPrecision", "bf16-true", "SingleDeviceXLAStrategy")
+    assert r["devices_seen"] == ["xla:0"] and r["xla_use_bf16_while_training"] == ["1"], r
+    losses, cpu = r["step_losses"], r["cpu"]["step_losses"]
+    assert len(losses) == len(cpu) >= 8 and all(math.isfinite(x) for x in losses)
+    assert r["largest_weight_change"] > 1e-4
+    # every loss is a bf16 number, which fp32 losses almost never are (the CPU's are not)
+    as_bf16 = lambda x: torch.tensor(x).to(torch.bfloat16).float().item()
+    assert all(as_bf16(x) == x for x in losses), losses[:4]
+    assert sum(as_bf16(x) == x for x in cpu) <= 1, cpu[:4]
+    # the first step, same weights and batch: bf16 rounding (measured 1.3e-2), not fp32's (3e-6 in the test above)
+    assert 1e-3 < abs(losses[0] - cpu[0]) / cpu[0] < 0.1, (losses[0], cpu[0])
+
+
+@pytest.mark.slow
+def test_course_code_prints_no_deprecation_warnings(tmp_path):
+    "train_xla on both tasks, fp32 and bf16, with every warning shown: none says deprecated; the old names do."
+    runs, output = xla_check("train", tmp_path, output=True)
+    assert set(runs) == {"fashion-32", "fashion-bf16", "melanoma"}
+    assert all(len(h["epochs"]) == 2 for h in runs.values())
+    assert "deprecat" not in output.lower(), [l for l in output.splitlines() if "deprecat" in l.lower()][:5]
+    control_dir = tmp_path / "control"
+    control_dir.mkdir()
+    _, control = xla_check("old_api", control_dir, output=True)
+    assert "DeprecationWarning: Use torch_xla.device instead" in control, control[-2000:]
+    assert "DeprecationWarning: Use torch_xla.sync instead" in control, control[-2000:]
+
+
+def _epoch_images(task, world, rank, epoch, flags):
+    "{index: augmented image} for one replica's shard of one epoch, read through the loader _run uses."
+    sampler, loader, _ = make_loaders(task, world, rank, flags)
+    sampler.set_epoch(epoch)
+    keys = list(sampler)
+    images = torch.cat([x for x, _ in loader])
+    assert all(e == epoch for e, _ in keys) and len(images) == len(keys) // flags["batch_size"] * flags["batch_size"]
+    return {i: img for (_, i), img in zip(keys, images)}
+
+
+def test_melanoma_task_augments_each_epoch_anew_and_repeats_with_the_seed(tmp_path):
+    "_run's melanoma loaders hand chapter 02's dataset (epoch, index) keys: new augmentations each epoch, the same on a rerun."
+    data = make_sample_dataset(tmp_path / "sample", n=60, img_size=40, seed=2)
+    flags = dict(XLA_DEFAULTS, task="melanoma", data_dir=str(data), arch="simple-cnn", img_size=32, batch_size=4,
+                 num_workers=2, seed=7)
+    task = melanoma_task(flags)
+    e0, e1 = (_epoch_images(task, 1, 0, epoch, flags) for epoch in (0, 1))
+    both = sorted(set(e0) & set(e1))
+    assert len(both) >= 20
+    changed = sum(not torch.equal(e0[i], e1[i]) for i in both)  # a crop position and two flips: rarely all repeat
+    assert changed >= 0.8 * len(both), f"only {changed} of {len(both)} images were augmented anew in epoch 1"
+    for epoch, images in ((0, e0), (1, e1)):  # each image depends on its key alone, not on the worker or its position
+        assert all(torch.equal(img, task.train[(epoch, i)][0]) for i, img in images.items())
+    again = _epoch_images(melanoma_task(flags), 1, 0, 0, flags)  # a new run with the same seed
+    assert again.keys() == e0.keys() and all(torch.equal(again[i], e0[i]) for i in e0)
+    halves = [_epoch_images(task, 2, rank, 0, flags) for rank in (0, 1)]  # two replicas: disjoint shards
+    assert not set(halves[0]) & set(halves[1])
+    assert all(torch.equal(img, e0[i]) for h in halves for i, img in h.items() if i in e0), "replica-independent"
+
+
+def test_require_xla_lets_torch_xla_choose_the_device():
+    "Without PJRT_DEVICE, require_xla leaves the choice to torch_xla, which finds no TPU here and picks the CPU."
+    env = {k: v for k, v in os.environ.items() if k != "PJRT_DEVICE"}
+    code = "import os; from course_lib.xla import require_xla; print(require_xla(), os.environ['PJRT_DEVICE'])"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == ["CPU", "CPU"], r.stdout + r.stderr[-2000:]
+    assert "Defaulting to PJRT_DEVICE=CPU" in r.stderr  # torch_xla's own choice, announced
 
 
 @pytest.mark.slow
@@ -71,7 +145,10 @@ def test_cli_xla_engine_writes_the_common_metrics(sample_dir, tmp_path):
     for row in m["epochs"]:
         assert {"epoch", "train_loss", "valid_loss", "valid_auc", "seconds"} <= set(row) and row["replicas"] == 1
     check_no_recompilation(m["epochs"])
-    assert (tmp_path / "xla" / "checkpoints" / "last" / "model.pt").exists()
+    from course_lib.engine import create_model, load_checkpoint
+    ckpt = load_checkpoint(tmp_path / "xla" / "checkpoints" / "last.pt")  # weights_only=True
+    assert ckpt["epoch"] == 2 and ckpt["arch"] == "resnet18"
+    create_model("resnet18", pretrained=False, num_classes=1).load_state_dict(ckpt["model"])
 
 
 def test_cli_xla_refuses_fp16(tmp_path):
