@@ -57,7 +57,9 @@ def test_lightning_fits_on_xla_cpu(tmp_path):
 @pytest.mark.slow
 def test_lightning_fits_on_xla_cpu_in_bf16_true(tmp_path):
     "fit_lightning(precision='bf16-mixed') on an XLA accelerator asks for 'bf16-true', and the fit really runs in bf16."
-    r = xla_check("lightning_bf16", tmp_path)
+    r, output = xla_check("lightning_bf16", tmp_path, output=True)
+    # what chapter 07 says about it: torch_xla honours XLA_USE_BF16 with a warning; Lightning calls xm.mark_step
+    assert "XLA_USE_BF16 will be deprecated" in output and "pytorch_lightning/plugins/precision/xla.py" in output
     assert (r["precision_plugin"], r["precision"], r["strategy"]) == ("XLAPrecision", "bf16-true", "SingleDeviceXLAStrategy")
     assert r["devices_seen"] == ["xla:0"] and r["xla_use_bf16_while_training"] == ["1"], r
     losses, cpu = r["step_losses"], r["cpu"]["step_losses"]
