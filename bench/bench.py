@@ -1,16 +1,24 @@
 """Training throughput and peak memory, side by side in one run: a minimal hand-written loop (the reference),
 course_lib's engine (chapter 03) and its Lightning module (chapter 04), each in several precisions.
 
-Every configuration runs in its own fresh Python process (so peak memory is that configuration's alone; on a GPU,
---in-process runs them all in one process instead) on the same synthetic, device-resident batches; the script prints a table with images/s, peak memory and the ratios
-engine/reference and Lightning/reference, and writes it as JSON and Markdown.
+Every configuration runs in its own fresh Python process (so peak memory is that configuration's alone; on a
+GPU, --in-process runs them all in one process instead) on the same synthetic, device-resident batches; the
+script prints a table with images/s, peak memory and the ratios engine/reference and Lightning/reference, and
+writes it as JSON and Markdown.
 
     python bench/bench.py                       # CPU here: EfficientNet-B0, 128 px, batch 32
     python bench/bench.py --device cuda --arch efficientnet-b0 --img-size 256 --batch-size 64
     python bench/bench.py --device cuda --arch resnet50 --img-size 128 --batch-size 128
 """
+
 from __future__ import annotations
-import argparse, json, platform, resource, subprocess, sys, time
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 LOOPS = ("reference", "engine", "lightning")
@@ -18,25 +26,36 @@ LOOPS = ("reference", "engine", "lightning")
 
 def configs(device: str) -> list[dict]:
     "Precision x channels_last x accumulation settings measured on `device`."
-    cfg = [dict(precision="32"), dict(precision="bf16-mixed"), dict(precision="bf16-mixed", channels_last=True),
-           dict(precision="32", accumulate=2)]
+    cfg = [
+        dict(precision="32"),
+        dict(precision="bf16-mixed"),
+        dict(precision="bf16-mixed", channels_last=True),
+        dict(precision="32", accumulate=2),
+    ]
     if device == "cuda":
-        cfg += [dict(precision="16-mixed"), dict(precision="16-mixed", channels_last=True),
-                dict(precision="bf16-mixed", channels_last=True, accumulate=2)]
+        cfg += [
+            dict(precision="16-mixed"),
+            dict(precision="16-mixed", channels_last=True),
+            dict(precision="bf16-mixed", channels_last=True, accumulate=2),
+        ]
     return [dict(dict(channels_last=False, accumulate=1), **c) for c in cfg]
 
 
 def _sync(device):
     import torch
-    if device.type == "cuda": torch.cuda.synchronize()
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def _batches(n, batch_size, img_size, device, channels_last):
     "`n` identical synthetic (images, targets) micro-batches already on `device`."
     import torch
+
     g = torch.Generator().manual_seed(0)
     x = torch.randn(batch_size, 3, img_size, img_size, generator=g).to(device)
-    if channels_last: x = x.contiguous(memory_format=torch.channels_last)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
     y = (torch.rand(batch_size, 1, generator=g) < 0.2).float().to(device)
     return [(x, y)] * n
 
@@ -45,6 +64,7 @@ def run_reference(model, batches, warmup, device, precision, accumulate, channel
     "The minimal loop: autocast, focal loss, scaled backward, a step every `accumulate` micro-batches."
     import torch
     from course_lib.engine import WeightedFocalLoss
+
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
@@ -52,13 +72,18 @@ def run_reference(model, batches, warmup, device, precision, accumulate, channel
     model.train()
     marks = []
     for i, (x, y) in enumerate(batches):
-        if i >= warmup and (i - warmup) % accumulate == 0: _sync(device); marks.append(time.perf_counter())
+        if i >= warmup and (i - warmup) % accumulate == 0:
+            _sync(device)
+            marks.append(time.perf_counter())
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             logits = model(x)
         scaler.scale(loss_fn(logits.float(), y) / accumulate).backward()
         if (i + 1) % accumulate == 0:
-            scaler.step(opt); scaler.update(); opt.zero_grad(set_to_none=True)
-    _sync(device); marks.append(time.perf_counter())
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+    _sync(device)
+    marks.append(time.perf_counter())
     return marks
 
 
@@ -66,6 +91,7 @@ def run_engine(model, batches, warmup, device, precision, accumulate, channels_l
     "course_lib.engine.train_one_epoch, called once per optimizer step so that each step is timed."
     import torch
     from course_lib.engine import WeightedFocalLoss, train_one_epoch
+
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
@@ -73,9 +99,11 @@ def run_engine(model, batches, warmup, device, precision, accumulate, channels_l
     train_one_epoch(model, batches[:warmup], loss_fn, opt, device, **kw)
     marks = []
     for g in range(warmup, len(batches), accumulate):
-        _sync(device); marks.append(time.perf_counter())
-        train_one_epoch(model, batches[g:g + accumulate], loss_fn, opt, device, **kw)
-    _sync(device); marks.append(time.perf_counter())
+        _sync(device)
+        marks.append(time.perf_counter())
+        train_one_epoch(model, batches[g : g + accumulate], loss_fn, opt, device, **kw)
+    _sync(device)
+    marks.append(time.perf_counter())
     return marks
 
 
@@ -83,73 +111,125 @@ def run_lightning(model, batches, warmup, device, precision, accumulate, channel
     "course_lib.lightning.MelanomaModule under a Trainer; a callback marks the start of every optimizer step."
     import pytorch_lightning as pl
     from course_lib.lightning import MelanomaModule, lightning_precision
+
     module = MelanomaModule("efficientnet-b0", channels_last=channels_last)
     module.model = model  # the same architecture instance as the other loops
     marks = []
+
     class Timer(pl.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            if batch_idx >= warmup and (batch_idx - warmup) % accumulate == 0: _sync(device); marks.append(time.perf_counter())
-        def on_train_end(self, trainer, pl_module): _sync(device); marks.append(time.perf_counter())
-    trainer = pl.Trainer(accelerator=device.type, devices=1, max_epochs=1, precision=lightning_precision(precision),
-                         accumulate_grad_batches=accumulate, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         limit_val_batches=0, callbacks=[Timer()])
+            if batch_idx >= warmup and (batch_idx - warmup) % accumulate == 0:
+                _sync(device)
+                marks.append(time.perf_counter())
+
+        def on_train_end(self, trainer, pl_module):
+            _sync(device)
+            marks.append(time.perf_counter())
+
+    trainer = pl.Trainer(
+        accelerator=device.type,
+        devices=1,
+        max_epochs=1,
+        precision=lightning_precision(precision),
+        accumulate_grad_batches=accumulate,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        callbacks=[Timer()],
+    )
+
     class Batches:  # a plain iterable: Lightning would read a bare list as a list of loaders
-        def __len__(self): return len(batches)
-        def __iter__(self): return iter(batches)
+        def __len__(self):
+            return len(batches)
+
+        def __iter__(self):
+            return iter(batches)
+
     trainer.fit(module, train_dataloaders=Batches())
     return marks
 
 
-def measure_one(loop, arch, img_size, batch_size, steps, warmup, device, precision, accumulate, channels_last) -> dict:
+def measure_one(
+    loop, arch, img_size, batch_size, steps, warmup, device, precision, accumulate, channels_last
+) -> dict:
     "Images per second and peak memory of one loop/configuration, in this process."
     import torch
     from course_lib.engine import create_model, seed_everything
+
     device = torch.device(device)
     seed_everything(0)
     model = create_model(arch).to(device)
-    if channels_last: model = model.to(memory_format=torch.channels_last)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     micro = batch_size // accumulate  # the same images per optimizer step in every configuration
     batches = _batches((warmup + steps) * accumulate, micro, img_size, device, channels_last)
-    if device.type == "cuda": torch.cuda.reset_peak_memory_stats()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     fn = dict(reference=run_reference, engine=run_engine, lightning=run_lightning)[loop]
     marks = fn(model, batches, warmup * accumulate, device, precision, accumulate, channels_last)
     step_seconds = sorted(b - a for a, b in zip(marks, marks[1:]))
-    median = step_seconds[len(step_seconds) // 2]  # the median step: robust to a noisy neighbour on a shared machine
-    peak = (torch.cuda.max_memory_allocated() if device.type == "cuda"
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # CPU: peak resident set of this process
-    return dict(images_per_second=round(batch_size / median, 2), peak_memory_mb=round(peak / 2**20, 1),
-                step_seconds=[round(t, 4) for t in step_seconds])
+    median = step_seconds[
+        len(step_seconds) // 2
+    ]  # the median step: robust to a noisy neighbour on a shared machine
+    peak = (
+        torch.cuda.max_memory_allocated()
+        if device.type == "cuda"
+        else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    )  # CPU: peak resident set of this process
+    return dict(
+        images_per_second=round(batch_size / median, 2),
+        peak_memory_mb=round(peak / 2**20, 1),
+        step_seconds=[round(t, 4) for t in step_seconds],
+    )
 
 
 def measure_in_new_process(job: dict, label: str) -> dict:
     "measure_one in a fresh Python process: its peak memory is this configuration's alone."
     out = subprocess.run([sys.executable, __file__, "--one", json.dumps(job)], capture_output=True, text=True)
-    line = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
-    if not line: sys.exit(f"bench: {job['loop']} / {label} failed:\n{out.stderr[-3000:]}")
+    line = [text for text in out.stdout.splitlines() if text.startswith("RESULT ")]
+    if not line:
+        sys.exit(f"bench: {job['loop']} / {label} failed:\n{out.stderr[-3000:]}")
     return json.loads(line[0][7:])
 
 
 def measure_here(job: dict) -> dict:
     "measure_one in this process, then free what it allocated on the GPU."
-    import gc, torch
+    import gc
+    import torch
+
     result = measure_one(**job)
-    gc.collect(); torch.cuda.empty_cache()
+    gc.collect()
+    torch.cuda.empty_cache()
     return result
 
 
 def cpu_name() -> str:
     "The CPU model from /proc/cpuinfo (Linux), else the platform's word for it."
-    try: return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration): return platform.processor() or platform.machine()
+    try:
+        lines = open("/proc/cpuinfo")
+        return next(text.split(":", 1)[1].strip() for text in lines if text.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def versions() -> dict:
     "Library versions and the machine, recorded with every result."
-    import torch, pytorch_lightning, os
+    import torch
+    import pytorch_lightning
+    import os
+
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return dict(python=platform.python_version(), torch=torch.__version__, lightning=pytorch_lightning.__version__,
-                cpu=cpu_name(), cpu_cores=os.cpu_count(), gpu=gpu)
+    return dict(
+        python=platform.python_version(),
+        torch=torch.__version__,
+        lightning=pytorch_lightning.__version__,
+        cpu=cpu_name(),
+        cpu_cores=os.cpu_count(),
+        gpu=gpu,
+    )
 
 
 def name(c: dict) -> str:
@@ -159,40 +239,75 @@ def name(c: dict) -> str:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
     p.add_argument("--arch", default="efficientnet-b0", help="model (default: efficientnet-b0)")
     p.add_argument("--img-size", type=int, default=128, help="image side in pixels (default: 128)")
     p.add_argument("--batch-size", type=int, default=32, help="images per optimizer step (default: 32)")
     p.add_argument("--steps", type=int, default=8, help="timed optimizer steps (default: 8)")
     p.add_argument("--warmup", type=int, default=2, help="untimed optimizer steps first (default: 2)")
-    p.add_argument("--rounds", type=int, default=3, help="repeat the three loops this many times, interleaved; report medians (default: 3)")
-    p.add_argument("--only", nargs="+", metavar="LABEL", help="run only these configurations, by exact label (e.g. 32 'bf16-mixed + channels_last')")
-    p.add_argument("--out", type=Path, default=Path("bench/results"), help="folder for the JSON and Markdown results")
-    p.add_argument("--in-process", action="store_true",
-                   help="GPU only: run every loop in this one process (peak memory per loop from CUDA's counters), so that "
-                        "process-to-process differences (clocks, launch overhead) do not enter the ratios")
-    p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one configuration (JSON) in this process
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="repeat the three loops this many times, interleaved; report medians (default: 3)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="LABEL",
+        help="run only these configurations, by exact label (e.g. 32 'bf16-mixed + channels_last')",
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("bench/results"), help="folder for the JSON and Markdown results"
+    )
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="GPU only: run every loop in this one process (peak memory per loop from CUDA's counters), "
+        "so that "
+        "process-to-process differences (clocks, launch overhead) do not enter the ratios",
+    )
+    p.add_argument(
+        "--one", help=argparse.SUPPRESS
+    )  # internal: measure one configuration (JSON) in this process
     a = p.parse_args(argv)
     if a.device == "auto":
         import torch
+
         a.device = "cuda" if torch.cuda.is_available() else "cpu"
     if a.one:
         job = json.loads(a.one)
         print("RESULT " + json.dumps(measure_one(**job)))
         return
-    if a.batch_size % 2: p.error("--batch-size must be even (accumulation splits it in two)")
-    if a.in_process and a.device != "cuda": p.error("--in-process needs --device cuda (CPU peak memory is per process)")
+    if a.batch_size % 2:
+        p.error("--batch-size must be even (accumulation splits it in two)")
+    if a.in_process and a.device != "cuda":
+        p.error("--in-process needs --device cuda (CPU peak memory is per process)")
     labels = [name(c) for c in configs(a.device)]
-    if a.only and set(a.only) - set(labels): p.error(f"--only: unknown label(s) {sorted(set(a.only) - set(labels))}; known: {labels}")
+    if a.only and set(a.only) - set(labels):
+        p.error(f"--only: unknown label(s) {sorted(set(a.only) - set(labels))}; known: {labels}")
     rows = []
     for c in configs(a.device):
-        if a.only and name(c) not in a.only: continue
+        if a.only and name(c) not in a.only:
+            continue
         row, runs = dict(config=name(c), **c), {loop: [] for loop in LOOPS}
         for _ in range(a.rounds):
-            for loop in LOOPS:  # the three loops back to back, round after round, so drift hits all three alike
-                job = dict(loop=loop, arch=a.arch, img_size=a.img_size, batch_size=a.batch_size, steps=a.steps,
-                           warmup=a.warmup, device=a.device, **c)
+            for (
+                loop
+            ) in LOOPS:  # the three loops back to back, round after round, so drift hits all three alike
+                job = dict(
+                    loop=loop,
+                    arch=a.arch,
+                    img_size=a.img_size,
+                    batch_size=a.batch_size,
+                    steps=a.steps,
+                    warmup=a.warmup,
+                    device=a.device,
+                    **c,
+                )
                 runs[loop].append(measure_here(job) if a.in_process else measure_in_new_process(job, name(c)))
         for loop, rs in runs.items():
             ips = sorted(r["images_per_second"] for r in rs)
@@ -203,7 +318,11 @@ def main(argv=None):
         row["engine_ratio"] = round(row["engine_images_per_second"] / ref, 3)
         row["lightning_ratio"] = round(row["lightning_images_per_second"] / ref, 3)
         rows.append(row)
-        print(f"{row['config']:<42} ref {ref:8.1f} img/s  engine x{row['engine_ratio']:.3f}  lightning x{row['lightning_ratio']:.3f}", flush=True)
+        print(
+            f"{row['config']:<42} ref {ref:8.1f} img/s  engine x{row['engine_ratio']:.3f}  "
+            f"lightning x{row['lightning_ratio']:.3f}",
+            flush=True,
+        )
         result = save(rows, a)  # after every row, so a run cut short keeps what it measured
     print(markdown(result))
 
@@ -211,8 +330,11 @@ def main(argv=None):
 def save(rows: list, a) -> dict:
     "Write the rows so far as JSON and Markdown (speed-ups against the fp32 reference when it was measured)."
     fp32 = next((r["reference_images_per_second"] for r in rows if r["config"] == "32"), None)
-    for r in rows: r["speedup_vs_fp32"] = round(r["reference_images_per_second"] / fp32, 3) if fp32 else None
-    result = dict(settings={k: v for k, v in vars(a).items() if k not in ("one", "out")}, machine=versions(), rows=rows)
+    for r in rows:
+        r["speedup_vs_fp32"] = round(r["reference_images_per_second"] / fp32, 3) if fp32 else None
+    result = dict(
+        settings={k: v for k, v in vars(a).items() if k not in ("one", "out")}, machine=versions(), rows=rows
+    )
     a.out.mkdir(parents=True, exist_ok=True)
     stem = f"{a.device}_{a.arch}_{a.img_size}px_b{a.batch_size}" + ("_in-process" if a.in_process else "")
     (a.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -224,14 +346,25 @@ def markdown(result: dict) -> str:
     "The result as a Markdown table."
     s, m = result["settings"], result["machine"]
     hw = m["gpu"] or f"{m['cpu']} ({m['cpu_cores']} cores)"
-    head = (f"{s['arch']}, {s['img_size']} px, batch {s['batch_size']}, median step of {s['steps']} after {s['warmup']} warm-up, median of {s['rounds']} interleaved rounds; "
-            f"{hw}; torch {m['torch']}, Lightning {m['lightning']}\n\n")
-    t = ("| configuration | reference img/s | engine img/s | Lightning img/s | engine / ref | Lightning / ref | ref vs fp32 | peak MB (ref / engine / Lightning) |\n"
-         "|---|---|---|---|---|---|---|---|\n")
+    head = (
+        f"{s['arch']}, {s['img_size']} px, batch {s['batch_size']}, "
+        f"median step of {s['steps']} after {s['warmup']} warm-up, "
+        f"median of {s['rounds']} interleaved rounds; "
+        f"{hw}; torch {m['torch']}, Lightning {m['lightning']}\n\n"
+    )
+    t = (
+        "| configuration | reference img/s | engine img/s | Lightning img/s | engine / ref | Lightning / ref "
+        "| ref vs fp32 | peak MB (ref / engine / Lightning) |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    )
     for r in result["rows"]:
-        t += (f"| {r['config']} | {r['reference_images_per_second']} | {r['engine_images_per_second']} | {r['lightning_images_per_second']} "
-              f"| {r['engine_ratio']} | {r['lightning_ratio']} | {r['speedup_vs_fp32']} "
-              f"| {r['reference_peak_memory_mb']} / {r['engine_peak_memory_mb']} / {r['lightning_peak_memory_mb']} |\n")
+        t += (
+            f"| {r['config']} | {r['reference_images_per_second']} | {r['engine_images_per_second']} "
+            f"| {r['lightning_images_per_second']} "
+            f"| {r['engine_ratio']} | {r['lightning_ratio']} | {r['speedup_vs_fp32']} "
+            f"| {r['reference_peak_memory_mb']} / {r['engine_peak_memory_mb']} "
+            f"/ {r['lightning_peak_memory_mb']} |\n"
+        )
     return head + t
 
 

@@ -203,4 +203,5 @@ d = { 'settings': { 'branch': 'main',
                                 'course_lib.xla.melanoma_task': ('tpu.html#melanoma_task', 'course_lib/xla.py'),
                                 'course_lib.xla.require_xla': ('tpu.html#require_xla', 'course_lib/xla.py'),
                                 'course_lib.xla.simple_cnn': ('tpu.html#simple_cnn', 'course_lib/xla.py'),
-                                'course_lib.xla.train_xla': ('tpu.html#train_xla', 'course_lib/xla.py')}}}
+                                'course_lib.xla.train_xla': ('tpu.html#train_xla', 'course_lib/xla.py'),
+                                'course_lib.xla.xla_device_type': ('tpu.html#xla_device_type', 'course_lib/xla.py')}}}

@@ -6,9 +6,19 @@ Docs: https://course-lib.github.io/course_lib/cli.html.md"""
 
 # %% ../nbs/99_cli.ipynb #c004
 from __future__ import annotations
-import argparse, contextlib, fnmatch, importlib.util, json, os, re, subprocess, sys, time, tomllib
+import argparse
+import contextlib
+import fnmatch
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
 from pathlib import Path
-from .data import CourseLibError, record_results
+from .data import CourseLibError
 
 # %% auto #0
 __all__ = ['SMOKE_PARAMETERS', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE', 'COMMANDS', 'find_notebooks', 'run_notebook',
@@ -17,28 +27,37 @@ __all__ = ['SMOKE_PARAMETERS', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE', 'C
 
 # %% ../nbs/99_cli.ipynb #c006
 def find_notebooks(nbs_dir="nbs", only: str | None = None) -> list[Path]:
-    "The numbered notebooks in `nbs_dir`, sorted; `only` keeps those whose name matches a glob or contains the text."
+    """The numbered notebooks in `nbs_dir`, sorted; `only` keeps those whose name matches a glob or
+    contains the text."""
     nbs = sorted(Path(nbs_dir).glob("[0-9][0-9]_*.ipynb"))
-    if only: nbs = [p for p in nbs if fnmatch.fnmatch(p.name, only) or only in p.name]
-    if not nbs: raise CourseLibError(f"no notebooks in {nbs_dir}" + (f" match {only!r}" if only else ""))
+    if only:
+        nbs = [p for p in nbs if fnmatch.fnmatch(p.name, only) or only in p.name]
+    if not nbs:
+        raise CourseLibError(f"no notebooks in {nbs_dir}" + (f" match {only!r}" if only else ""))
     return nbs
 
 # %% ../nbs/99_cli.ipynb #c008
 def _error_line(stderr: str) -> str:
     "The most useful line of a failed papermill run: the exception it reports, else the last line."
-    lines = [l.strip() for l in stderr.splitlines() if l.strip() and not l.strip().startswith("Executing")]
-    patterns = (r"^[\w.]*(Error|Exception|Exit|Interrupt): ",  # what the notebook raised, e.g. "SystemExit: ..."
-                r"^\w*(Error|Exception|Interrupt)\b.*:",
-                r"Error|Exception")
+    lines = [line.strip() for line in stderr.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("Executing")]
+    patterns = (
+        r"^[\w.]*(Error|Exception|Exit|Interrupt): ",  # what the notebook raised, e.g. "SystemExit: ..."
+        r"^\w*(Error|Exception|Interrupt)\b.*:",
+        r"Error|Exception",
+    )
     for pat in patterns:
-        hits = [l for l in lines if re.search(pat, l)]
+        hits = [line for line in lines if re.search(pat, line)]
         if hits:
             return hits[-1][:300]
     return lines[-1][:300] if lines else "no output"
 
+
 def _kill_tree(pid: int) -> None:
-    "Kill process `pid` and everything it started, also the Jupyter kernel, which runs in a session of its own."
+    """Kill process `pid` and everything it started, also the Jupyter kernel, which runs in a session of
+    its own."""
     import psutil  # comes with ipykernel, which the runner needs anyway
+
     try:
         root = psutil.Process(pid)
         family = [root] + root.children(recursive=True)  # found by parent links, not by session or group
@@ -49,17 +68,31 @@ def _kill_tree(pid: int) -> None:
             p.kill()
     psutil.wait_procs(family, timeout=10)
 
+
 def run_notebook(nb: Path, out_dir: Path, parameters: dict, timeout: float, env: dict | None = None) -> dict:
     "Execute `nb` with papermill in its own process; returns notebook, status, seconds, results and error."
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = (out_dir / nb.name).with_suffix(".results.json")
     results_path.unlink(missing_ok=True)
     params = {**parameters, "RESULTS_PATH": str(results_path.resolve())}
-    cmd = [sys.executable, "-m", "papermill", str(nb), str(out_dir / nb.name), "-k", "python3",
-           "--cwd", str(nb.parent), "--no-progress-bar", "-y", json.dumps(params)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "papermill",
+        str(nb),
+        str(out_dir / nb.name),
+        "-k",
+        "python3",
+        "--cwd",
+        str(nb.parent),
+        "--no-progress-bar",
+        "-y",
+        json.dumps(params),
+    ]
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
+    )
     try:
         _, stderr = proc.communicate(timeout=timeout)
         status = "ok" if proc.returncode == 0 else "failed"
@@ -70,8 +103,13 @@ def run_notebook(nb: Path, out_dir: Path, parameters: dict, timeout: float, env:
     finally:  # also on Ctrl-C: no kernel is left training in the background
         _kill_tree(proc.pid)
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
-    return dict(notebook=nb.name, status=status, seconds=round(time.time() - start, 1), results=results,
-                error="" if status == "ok" else _error_line(stderr))
+    return dict(
+        notebook=nb.name,
+        status=status,
+        seconds=round(time.time() - start, 1),
+        results=results,
+        error="" if status == "ok" else _error_line(stderr),
+    )
 
 # %% ../nbs/99_cli.ipynb #c010
 def write_summary(rows: list[dict], out_dir: Path) -> Path:
@@ -83,16 +121,26 @@ def write_summary(rows: list[dict], out_dir: Path) -> Path:
         res = ", ".join(f"{k}={v}" for k, v in r["results"].items() if not isinstance(v, (dict, list)))
         md.append(f"| {r['notebook']} | {r['status']} | {r['seconds']} | {res or r['error']} |")
     ok = sum(r["status"] == "ok" for r in rows)
-    md.append(f"\n{ok} of {len(rows)} notebooks ran without error; {sum(r['seconds'] for r in rows):.0f} s in all.")
+    md.append(
+        f"\n{ok} of {len(rows)} notebooks ran without error; {sum(r['seconds'] for r in rows):.0f} s in all."
+    )
     (out_dir / "summary.md").write_text("\n".join(md) + "\n")
     return out_dir / "summary.md"
 
 # %% ../nbs/99_cli.ipynb #c011
 SMOKE_PARAMETERS = {"SMOKE": True}
 
-def run_notebooks(nbs_dir="nbs", out="_course_run", smoke: bool = True, only: str | None = None,
-                  timeout: float = 1800, log=print) -> list[dict]:
-    "Run the course's notebooks with papermill, one progress line each; writes executed copies and the summary."
+
+def run_notebooks(
+    nbs_dir="nbs",
+    out="_course_run",
+    smoke: bool = True,
+    only: str | None = None,
+    timeout: float = 1800,
+    log=print,
+) -> list[dict]:
+    """Run the course's notebooks with papermill, one progress line each; writes executed copies and the
+    summary."""
     if importlib.util.find_spec("papermill") is None:
         raise CourseLibError("papermill is an optional part: pip install 'course_lib[dev]'")
     nbs, out = find_notebooks(nbs_dir, only), Path(out)
@@ -115,21 +163,30 @@ def repo_url(root=".") -> str:
     proj = tomllib.loads((Path(root) / "pyproject.toml").read_text())["project"]
     return proj["urls"]["Repository"].rstrip("/")
 
+
 def badges(nb_name: str, url: str) -> str:
     "Markdown for the Open-in-Colab and Open-in-Kaggle badges of notebook `nb_name`."
     gh = url.split("github.com/", 1)[1]
-    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/{gh}/blob/main/nbs/{nb_name}) "
-            f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src={url}/blob/main/nbs/{nb_name})")
+    return (
+        "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+        f"(https://colab.research.google.com/github/{gh}/blob/main/nbs/{nb_name}) "
+        "[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
+        f"(https://kaggle.com/kernels/welcome?src={url}/blob/main/nbs/{nb_name})"
+    )
 
 # %% ../nbs/99_cli.ipynb #c016
-_REPO_LINKS = [r"(colab\.research\.google\.com/github/)[\w.-]+/[\w.-]+(/blob/)",
-               r"(welcome\?src=https://github\.com/)[\w.-]+/[\w.-]+(/blob/)",
-               r"(git\+https://github\.com/)[\w.-]+/[\w.-]+?(\"|'|\s|$)"]
+_REPO_LINKS = [
+    r"(colab\.research\.google\.com/github/)[\w.-]+/[\w.-]+(/blob/)",
+    r"(welcome\?src=https://github\.com/)[\w.-]+/[\w.-]+(/blob/)",
+    r"(git\+https://github\.com/)[\w.-]+/[\w.-]+?(\"|'|\s|$)",
+]
+
 
 def relink(text: str, url: str) -> str:
     "Point every Colab/Kaggle badge and git install link in `text` at repository `url`."
     gh = url.split("github.com/", 1)[1]
-    for pat in _REPO_LINKS: text = re.sub(pat, lambda m: f"{m[1]}{gh}{m[2]}", text, flags=re.M)
+    for pat in _REPO_LINKS:
+        text = re.sub(pat, lambda m: f"{m[1]}{gh}{m[2]}", text, flags=re.M)
     return text
 
 # %% ../nbs/99_cli.ipynb #c018
@@ -140,11 +197,13 @@ def _title(nb: dict) -> tuple[str, str]:
     sub = re.search(r"^> (.+)$", md, re.M)
     return (title[1].strip() if title else "?"), (sub[1].strip() if sub else "")
 
+
 def toc(nbs_dir, url: str) -> str:
     "The markdown table of contents of the course: one row per numbered notebook, with badges."
     rows = ["| chapter | what you learn | open |", "|---|---|---|"]
     for p in find_notebooks(nbs_dir):
-        if p.name.startswith("00_"): continue
+        if p.name.startswith("00_"):
+            continue
         title, sub = _title(json.loads(p.read_text()))
         rows.append(f"| [{title}](nbs/{p.name}) | {sub} | {badges(p.name, url)} |")
     return "\n".join(rows)
@@ -152,33 +211,45 @@ def toc(nbs_dir, url: str) -> str:
 # %% ../nbs/99_cli.ipynb #c019
 _TOC = re.compile(r"(<!-- toc -->\n)(?:.*?\n)?(<!-- /toc -->)", re.S)
 
+
 def sync_docs(root=".", write: bool = True) -> list[str]:
-    "Refresh badges, install links and the table of contents in the notebooks, then README.md; returns changed files."
-    root = Path(root); url, nbs_dir, changed = repo_url(root), root / "nbs", []
+    """Refresh badges, install links and the table of contents in the notebooks, then README.md; returns
+    changed files."""
+    root = Path(root)
+    url, nbs_dir, changed = repo_url(root), root / "nbs", []
     for p in find_notebooks(nbs_dir):
         nb = json.loads(p.read_text())
         for c in nb["cells"]:
             src = relink("".join(c["source"]), url)
             src = re.sub(r"^\[!\[Open In Colab\].*$", badges(p.name, url), src, count=1, flags=re.M)
-            if p.name.startswith("00_"): src = _TOC.sub(lambda m: m[1] + toc(nbs_dir, url) + "\n" + m[2], src)
+            if p.name.startswith("00_"):
+                src = _TOC.sub(lambda m: m[1] + toc(nbs_dir, url) + "\n" + m[2], src)
             c["source"] = src.splitlines(keepends=True)
         text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         if text != p.read_text():
             changed.append(str(p.relative_to(root)))
-            if write: p.write_text(text)
+            if write:
+                p.write_text(text)
     readme = make_readme(nbs_dir / "00_index.ipynb")
     if not (root / "README.md").exists() or readme != (root / "README.md").read_text():
         changed.append("README.md")
-        if write: (root / "README.md").write_text(readme)
+        if write:
+            (root / "README.md").write_text(readme)
     return changed
 
 # %% ../nbs/99_cli.ipynb #c020
 def make_readme(index_nb) -> str:
     "README.md text: the markdown cells of the index notebook (cells tagged `hide` left out)."
     nb = json.loads(Path(index_nb).read_text())
-    cells = ["".join(c["source"]).strip() for c in nb["cells"]
-             if c["cell_type"] == "markdown" and "hide" not in c.get("metadata", {}).get("tags", [])]
-    head = "<!-- generated from nbs/00_index.ipynb by `course-lib sync-docs`: edit the notebook, not this file -->\n\n"
+    cells = [
+        "".join(c["source"]).strip()
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown" and "hide" not in c.get("metadata", {}).get("tags", [])
+    ]
+    head = (
+        "<!-- generated from nbs/00_index.ipynb by `course-lib sync-docs`: "
+        "edit the notebook, not this file -->\n\n"
+    )
     return head + "\n\n".join(cells) + "\n"
 
 # %% ../nbs/99_cli.ipynb #c023
@@ -189,96 +260,206 @@ def _data_parser(sub):
     s = dsub.add_parser("sample", help="write a synthetic sample set in the Kaggle jpeg-melanoma layout")
     s.add_argument("--out", required=True, type=Path, help="folder to write train.csv and train/*.jpg into")
     s.add_argument("--n", type=int, default=600, help="number of images (default: 600)")
-    s.add_argument("--img-size", type=int, default=256, help="image side in pixels (default: 256, like the Kaggle set)")
-    s.add_argument("--pos-rate", type=float, default=0.2, help="fraction of malignant images (default: 0.2; the real data: 0.018)")
-    s.add_argument("--seed", type=int, default=42, help="random seed; the same seed writes the same files (default: 42)")
+    s.add_argument(
+        "--img-size", type=int, default=256, help="image side in pixels (default: 256, like the Kaggle set)"
+    )
+    s.add_argument(
+        "--pos-rate",
+        type=float,
+        default=0.2,
+        help="fraction of malignant images (default: 0.2; the real data: 0.018)",
+    )
+    s.add_argument(
+        "--seed", type=int, default=42, help="random seed; the same seed writes the same files (default: 42)"
+    )
     k = dsub.add_parser("kaggle", help="download the SIIM-ISIC JPEGs with the Kaggle API (needs credentials)")
     k.add_argument("--out", required=True, type=Path, help="folder to download and unzip into")
-    k.add_argument("--size", type=int, default=256, help="image size of the data set: 128, 192, 256, 384, 512 or 768 (default: 256)")
+    k.add_argument(
+        "--size",
+        type=int,
+        default=256,
+        help="image size of the data set: 128, 192, 256, 384, 512 or 768 (default: 256)",
+    )
 
 # %% ../nbs/99_cli.ipynb #c024
 def _runner_parser(sub):
     "The `run-notebooks` and `sync-docs` sub-commands."
-    r = sub.add_parser("run-notebooks", help="execute the course notebooks with papermill and write a summary")
-    r.add_argument("--smoke", action="store_true", help="smoke mode: built-in sample data, tiny sizes, no network")
+    r = sub.add_parser(
+        "run-notebooks", help="execute the course notebooks with papermill and write a summary"
+    )
+    r.add_argument(
+        "--smoke", action="store_true", help="smoke mode: built-in sample data, tiny sizes, no network"
+    )
     r.add_argument("--only", help="run only notebooks whose name matches this glob or contains this text")
-    r.add_argument("--out", type=Path, default=Path("_course_run"), help="folder for executed notebooks and summary (default: _course_run)")
+    r.add_argument(
+        "--out",
+        type=Path,
+        default=Path("_course_run"),
+        help="folder for executed notebooks and summary (default: _course_run)",
+    )
     r.add_argument("--timeout", type=float, default=1800, help="seconds allowed per notebook (default: 1800)")
-    r.add_argument("--nbs", type=Path, default=Path("nbs"), help="folder holding the notebooks (default: nbs)")
+    r.add_argument(
+        "--nbs", type=Path, default=Path("nbs"), help="folder holding the notebooks (default: nbs)"
+    )
     d = sub.add_parser("sync-docs", help="refresh badges, links and table of contents, regenerate README.md")
-    d.add_argument("--check", action="store_true", help="only report what is out of date; exit 1 if anything is")
+    d.add_argument(
+        "--check", action="store_true", help="only report what is out of date; exit 1 if anything is"
+    )
 
 # %% ../nbs/99_cli.ipynb #c026
 ENGINES = ("pytorch", "lightning", "xla")
 
+
 def _train_parser(sub):
     "The `train` sub-command (contract in DESIGN.md)."
     t = sub.add_parser("train", help="train the melanoma classifier and write metrics.json and checkpoints")
-    t.add_argument("--data", type=Path, help="a folder in the Kaggle layout (train.csv, train/*.jpg); default: the built-in sample set")
-    t.add_argument("--engine", choices=ENGINES, default="pytorch", help="plain PyTorch loop (chapter 03), Lightning (chapter 04) or torch_xla on every XLA device (chapter 07)")
-    t.add_argument("--arch", default="efficientnet-b0", help="efficientnet-b0..b7 or resnet18/34/50 (default: efficientnet-b0)")
+    t.add_argument(
+        "--data",
+        type=Path,
+        help="a folder in the Kaggle layout (train.csv, train/*.jpg); default: the built-in sample set",
+    )
+    t.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="pytorch",
+        help="plain PyTorch loop (chapter 03), Lightning (chapter 04) "
+        "or torch_xla on every XLA device (chapter 07)",
+    )
+    t.add_argument(
+        "--arch",
+        default="efficientnet-b0",
+        help="efficientnet-b0..b7 or resnet18/34/50 (default: efficientnet-b0)",
+    )
     t.add_argument("--img-size", type=int, default=128, help="training resolution in pixels (default: 128)")
     t.add_argument("--epochs", type=int, default=5, help="number of epochs (default: 5)")
     t.add_argument("--batch-size", type=int, default=32, help="images per batch (default: 32)")
     t.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate (default: 5e-4)")
     t.add_argument("--precision", default="32", help="32, 16-mixed or bf16-mixed (default: 32)")
     t.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step (default: 1)")
-    t.add_argument("--channels-last", action="store_true", help="NHWC memory order for images and weights (faster on GPUs with tensor cores)")
+    t.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="NHWC memory order for images and weights (faster on GPUs with tensor cores)",
+    )
     t.add_argument("--fold", type=int, default=0, help="validation fold, 0..4 (default: 0)")
-    t.add_argument("--seed", type=int, default=42, help="seed for folds, weights, order and augmentation (default: 42)")
-    t.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=False, help="start from ImageNet weights (needs the network)")
-    t.add_argument("--allow-random-init", action="store_true",
-                   help="with --pretrained: start from random weights when the pretrained ones cannot be loaded, instead of stopping")
-    t.add_argument("--devices", type=int, default=1,
-                   help="devices to train on; above 1 needs --engine lightning, which runs DDP, one process per device (default: 1)")
+    t.add_argument(
+        "--seed", type=int, default=42, help="seed for folds, weights, order and augmentation (default: 42)"
+    )
+    t.add_argument(
+        "--pretrained",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="start from ImageNet weights (needs the network)",
+    )
+    t.add_argument(
+        "--allow-random-init",
+        action="store_true",
+        help="with --pretrained: start from random weights when the pretrained ones cannot be loaded, "
+        "instead of stopping",
+    )
+    t.add_argument(
+        "--devices",
+        type=int,
+        default=1,
+        help="devices to train on; above 1 needs --engine lightning, which runs DDP, "
+        "one process per device (default: 1)",
+    )
     t.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
-    t.add_argument("--normalize-on-device", action="store_true",
-                   help="workers send uint8 images, normalised on the device (for a GPU that waits for the loader; chapter 02)")
-    t.add_argument("--out", type=Path, default=Path("runs/train"), help="folder for metrics.json and checkpoints/ (default: runs/train)")
-    t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints' last checkpoint (pytorch and lightning engines)")
-    t.add_argument("--wandb", choices=("online", "offline", "disabled"), default=None,
-                   help="W&B tracking (default: $WANDB_MODE, else online with a key and network, else offline)")
-    t.add_argument("--wandb-project", default="course-lib-melanoma", help="W&B project (default: course-lib-melanoma)")
+    t.add_argument(
+        "--normalize-on-device",
+        action="store_true",
+        help="workers send uint8 images, normalised on the device "
+        "(for a GPU that waits for the loader; chapter 02)",
+    )
+    t.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs/train"),
+        help="folder for metrics.json and checkpoints/ (default: runs/train)",
+    )
+    t.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUT/checkpoints' last checkpoint (pytorch and lightning engines)",
+    )
+    t.add_argument(
+        "--wandb",
+        choices=("online", "offline", "disabled"),
+        default=None,
+        help="W&B tracking (default: $WANDB_MODE, else online with a key and network, else offline)",
+    )
+    t.add_argument(
+        "--wandb-project", default="course-lib-melanoma", help="W&B project (default: course-lib-melanoma)"
+    )
 
 # %% ../nbs/99_cli.ipynb #c027
 def _check_train_args(a) -> None:
     "Refuse bad training arguments before any work starts."
     from course_lib.engine import ARCHS, PRECISIONS
     from course_lib.xla import XLA_PRECISIONS
-    checks = [(a.epochs >= 1, f"--epochs must be at least 1, got {a.epochs}"),
-              (a.accumulate >= 1, f"--accumulate must be at least 1, got {a.accumulate}"),
-              (a.batch_size >= 1, f"--batch-size must be at least 1, got {a.batch_size}"),
-              (a.img_size >= 16, f"--img-size must be at least 16, got {a.img_size}"),
-              (a.lr > 0, f"--lr must be positive, got {a.lr}"),
-              (a.arch in ARCHS, f"unknown --arch {a.arch!r}; choose one of {', '.join(ARCHS)}"),
-              (a.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}, got {a.precision!r}"),
-              (a.data is None or a.data.is_dir(), f"--data {a.data} is not a folder"),
-              (a.data is None or (a.data / "train.csv").is_file(), f"--data {a.data} has no train.csv (expected the Kaggle layout)"),
-              (a.engine != "xla" or a.precision in XLA_PRECISIONS, f"--engine xla supports --precision 32 or bf16-mixed, got {a.precision!r}"),
-              (a.engine != "xla" or not a.resume, "--resume is supported by the pytorch and lightning engines, not xla"),
-              (a.engine != "xla" or not a.normalize_on_device, "--normalize-on-device is supported by the pytorch and lightning engines, not xla"),
-              (a.engine != "xla" or not a.channels_last, "--channels-last is supported by the pytorch and lightning engines, not xla"),
-              (a.num_workers >= 0, f"--num-workers must be 0 or more, got {a.num_workers}"),
-              (a.fold >= 0, f"--fold must be 0 or more, got {a.fold}"),
-              (a.devices >= 1, f"--devices must be at least 1, got {a.devices}"),
-              (a.devices == 1 or a.engine == "lightning",
-               f"--devices {a.devices} needs --engine lightning (DDP); the {a.engine} engine uses one device"),
-              (not a.resume or (a.out / "checkpoints").is_dir(), f"--resume: no checkpoints in {a.out / 'checkpoints'} to resume from")]
+
+    checks = [
+        (a.epochs >= 1, f"--epochs must be at least 1, got {a.epochs}"),
+        (a.accumulate >= 1, f"--accumulate must be at least 1, got {a.accumulate}"),
+        (a.batch_size >= 1, f"--batch-size must be at least 1, got {a.batch_size}"),
+        (a.img_size >= 16, f"--img-size must be at least 16, got {a.img_size}"),
+        (a.lr > 0, f"--lr must be positive, got {a.lr}"),
+        (a.arch in ARCHS, f"unknown --arch {a.arch!r}; choose one of {', '.join(ARCHS)}"),
+        (
+            a.precision in PRECISIONS,
+            f"--precision must be one of {', '.join(PRECISIONS)}, got {a.precision!r}",
+        ),
+        (a.data is None or a.data.is_dir(), f"--data {a.data} is not a folder"),
+        (
+            a.data is None or (a.data / "train.csv").is_file(),
+            f"--data {a.data} has no train.csv (expected the Kaggle layout)",
+        ),
+        (
+            a.engine != "xla" or a.precision in XLA_PRECISIONS,
+            f"--engine xla supports --precision 32 or bf16-mixed, got {a.precision!r}",
+        ),
+        (
+            a.engine != "xla" or not a.resume,
+            "--resume is supported by the pytorch and lightning engines, not xla",
+        ),
+        (
+            a.engine != "xla" or not a.normalize_on_device,
+            "--normalize-on-device is supported by the pytorch and lightning engines, not xla",
+        ),
+        (
+            a.engine != "xla" or not a.channels_last,
+            "--channels-last is supported by the pytorch and lightning engines, not xla",
+        ),
+        (a.num_workers >= 0, f"--num-workers must be 0 or more, got {a.num_workers}"),
+        (a.fold >= 0, f"--fold must be 0 or more, got {a.fold}"),
+        (a.devices >= 1, f"--devices must be at least 1, got {a.devices}"),
+        (
+            a.devices == 1 or a.engine == "lightning",
+            f"--devices {a.devices} needs --engine lightning (DDP); the {a.engine} engine uses one device",
+        ),
+        (
+            not a.resume or (a.out / "checkpoints").is_dir(),
+            f"--resume: no checkpoints in {a.out / 'checkpoints'} to resume from",
+        ),
+    ]
     for ok, msg in checks:
         if not ok:
             raise CourseLibError(msg)
     from course_lib.tracking import env_mode
+
     env_mode()  # an empty WANDB_MODE counts as unset; one wandb would reject stops here
     if a.resume:
         _check_resume_config(a)
     if a.engine == "xla":
         from course_lib.xla import require_xla
+
         require_xla()
 
 # %% ../nbs/99_cli.ipynb #c028
 def _read_table(path: Path):
     "train.csv as a DataFrame; a file that is not UTF-8 CSV is a CourseLibError."
     import pandas as pd
+
     try:
         return pd.read_csv(path)
     except UnicodeDecodeError:
@@ -286,15 +467,19 @@ def _read_table(path: Path):
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
 
+
 def _config(a) -> dict:
     "The training parameters as plain values: logged as the W&B config and saved in checkpoints."
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k not in ("cmd", "func")}
 
+
 CONFIG_FILE = "config.json"  # OUT/config.json: the settings of the run, for --resume to compare with
 RESUME_MAY_CHANGE = ("resume", "epochs", "out", "num_workers", "wandb", "wandb_project", "allow_random_init")
 
+
 def _check_resume_config(a) -> None:
-    "Refuse --resume when a setting that shapes training differs from the run's saved settings; name the keys."
+    """Refuse --resume when a setting that shapes training differs from the run's saved settings; name the
+    keys."""
     path = a.out / CONFIG_FILE
     if not path.exists():  # a run from before config.json existed: nothing to compare with
         return
@@ -304,15 +489,22 @@ def _check_resume_config(a) -> None:
     differ = [k for k in keys if saved.get(k) != now.get(k)]
     if differ:
         changes = ", ".join(f"{k} was {saved.get(k)!r}, now {now.get(k)!r}" for k in differ)
-        raise CourseLibError(f"--resume with settings that differ from the checkpoint's run ({changes}): "
-                             "resume with the same settings, or train into a new --out")
+        raise CourseLibError(
+            f"--resume with settings that differ from the checkpoint's run ({changes}): "
+            "resume with the same settings, or train into a new --out"
+        )
+
 
 def _is_global_zero() -> bool:
     "Whether this process is the only one, or the first of a distributed run: only it writes files."
     import torch.distributed as dist
+
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank() == 0
-    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0  # DDP children before they join
+    return (
+        int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
+    )  # DDP children before they join
+
 
 def _write_json(path: Path, data: dict) -> None:
     "Write `data` as JSON to `path` atomically (temporary file + rename)."
@@ -321,9 +513,11 @@ def _write_json(path: Path, data: dict) -> None:
     tmp.write_text(json.dumps(data, indent=2))
     os.replace(tmp, path)
 
+
 def _check_pretrained(a) -> bool:
     "Whether training starts from pretrained weights: they are loaded (and cached) once, before any work."
     from course_lib.engine import create_model
+
     if not a.pretrained:
         return False
     try:
@@ -341,18 +535,31 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     from course_lib.dataset import make_dataloaders
     from course_lib.engine import create_model, fit
     from course_lib.tracking import Tracker
+
     model = create_model(a.arch, pretrained)
     loaders = make_dataloaders(df, data_dir, check_images=False, **loader_kw)
     with Tracker(a.wandb_project, _config(a), a.wandb, name="pytorch", dir=a.out) as tracker:
-        history = fit(model, *loaders, lr=a.lr, seed=a.seed, channels_last=a.channels_last, config=_config(a),
-                      resume=a.resume, on_step=tracker.on_step, on_epoch_end=tracker.on_epoch_end, **run_kw)
+        history = fit(
+            model,
+            *loaders,
+            lr=a.lr,
+            seed=a.seed,
+            channels_last=a.channels_last,
+            config=_config(a),
+            resume=a.resume,
+            on_step=tracker.on_step,
+            on_epoch_end=tracker.on_epoch_end,
+            **run_kw,
+        )
     history.pop("last_eval")
     return history
+
 
 def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     "Chapter 04's fit_lightning, with chapter 08's WandbLogger."
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
     from course_lib.tracking import wandb_logger
+
     module = MelanomaModule(a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last)
     datamodule = MelanomaDataModule(df, data_dir, check_images=False, **loader_kw)
     logger = wandb_logger(a.wandb_project, _config(a), a.wandb, name="lightning", dir=a.out)
@@ -367,17 +574,36 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
         logger.experiment.finish()
     return history
 
+
 def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     "Chapter 07's train_xla on the melanoma task, with chapter 08's xla_tracker."
     import functools
     from course_lib.tracking import resolve_mode, xla_tracker
     from course_lib.xla import train_xla
+
     tracker = None
     if resolve_mode(a.wandb)[0] != "disabled":
-        tracker = functools.partial(xla_tracker, project=a.wandb_project, config=_config(a), mode=a.wandb, dir=str(a.out))
-    return train_xla(task="melanoma", data_dir=str(data_dir), arch=a.arch, pretrained=pretrained, img_size=a.img_size,
-                     batch_size=a.batch_size, epochs=a.epochs, lr=a.lr, precision=a.precision, accumulate=a.accumulate,
-                     num_workers=a.num_workers, seed=a.seed, fold=a.fold, out=str(a.out), tracker=tracker)
+        tracker = functools.partial(
+            xla_tracker, project=a.wandb_project, config=_config(a), mode=a.wandb, dir=str(a.out)
+        )
+    return train_xla(
+        task="melanoma",
+        data_dir=str(data_dir),
+        arch=a.arch,
+        pretrained=pretrained,
+        img_size=a.img_size,
+        batch_size=a.batch_size,
+        epochs=a.epochs,
+        lr=a.lr,
+        precision=a.precision,
+        accumulate=a.accumulate,
+        num_workers=a.num_workers,
+        seed=a.seed,
+        fold=a.fold,
+        out=str(a.out),
+        tracker=tracker,
+    )
+
 
 def train(a) -> dict:
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
@@ -385,18 +611,31 @@ def train(a) -> dict:
     from course_lib.data import add_folds, sample_data_dir
     from course_lib.dataset import validate_table
     from course_lib.engine import seed_everything
+
     pretrained = _check_pretrained(a)
     data_dir = a.data or sample_data_dir()
-    table = validate_table(_read_table(data_dir / "train.csv"), data_dir)  # columns, labels, paths, every image: once
+    table = validate_table(
+        _read_table(data_dir / "train.csv"), data_dir
+    )  # columns, labels, paths, every image: once
     if "patient_id" not in table.columns:
         raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
     df = add_folds(table, seed=a.seed)
     n_folds = df.fold.nunique()
     if a.fold >= n_folds:
-        raise CourseLibError(f"--fold {a.fold} does not exist: the table is split into {n_folds} folds, 0 to {n_folds - 1}")
-    loader_kw = dict(fold=a.fold, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.num_workers,
-                     seed=a.seed, normalize_on_device=a.normalize_on_device)
-    run_kw = dict(epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints")
+        raise CourseLibError(
+            f"--fold {a.fold} does not exist: the table is split into {n_folds} folds, 0 to {n_folds - 1}"
+        )
+    loader_kw = dict(
+        fold=a.fold,
+        img_size=a.img_size,
+        batch_size=a.batch_size,
+        num_workers=a.num_workers,
+        seed=a.seed,
+        normalize_on_device=a.normalize_on_device,
+    )
+    run_kw = dict(
+        epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints"
+    )
     if _is_global_zero():
         _write_json(a.out / CONFIG_FILE, _config(a))
     seed_everything(a.seed)
@@ -409,34 +648,48 @@ def train(a) -> dict:
 # %% ../nbs/99_cli.ipynb #c029
 def build_parser() -> argparse.ArgumentParser:
     "The `course-lib` argument parser."
-    p = argparse.ArgumentParser(prog="course-lib", description="course_lib: the hands-on PyTorch course's command line.")
+    p = argparse.ArgumentParser(
+        prog="course-lib", description="course_lib: the hands-on PyTorch course's command line."
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,data,run-notebooks,sync-docs}")
-    _train_parser(sub); _data_parser(sub); _runner_parser(sub)
+    _train_parser(sub)
+    _data_parser(sub)
+    _runner_parser(sub)
     return p
 
 # %% ../nbs/99_cli.ipynb #c030
 def _cmd_data(a) -> int:
     "Run `course-lib data ...`."
     from course_lib import data
+
     if a.data_cmd == "sample":
-        out = data.make_sample_dataset(a.out, n=a.n, img_size=a.img_size, pos_rate=a.pos_rate, seed=a.seed, progress=True)
+        out = data.make_sample_dataset(
+            a.out, n=a.n, img_size=a.img_size, pos_rate=a.pos_rate, seed=a.seed, progress=True
+        )
         print(f"wrote {a.n} images and train.csv to {out}")
     else:
         print(f"downloaded to {data.download_kaggle(a.out, size=a.size)}")
     return 0
 
+
 def _cmd_run_notebooks(a) -> int:
     "Run `course-lib run-notebooks`; non-zero exit when any notebook failed."
     rows = run_notebooks(a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout)
     failed = [r["notebook"] for r in rows if r["status"] != "ok"]
-    if failed: print(f"course-lib: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
+    if failed:
+        print(f"course-lib: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
+
 
 def _cmd_sync_docs(a) -> int:
     "Run `course-lib sync-docs`."
     changed = sync_docs(".", write=not a.check)
-    print(("out of date: " if a.check else "updated: ") + ", ".join(changed) if changed else "docs are up to date")
+    print(
+        ("out of date: " if a.check else "updated: ") + ", ".join(changed)
+        if changed
+        else "docs are up to date"
+    )
     return 1 if (a.check and changed) else 0
 
 # %% ../nbs/99_cli.ipynb #c031
@@ -444,11 +697,20 @@ def _cmd_train(a) -> int:
     "Run `course-lib train` and print where the results are."
     h = train(a)
     if _is_global_zero():
-        print(f"{a.engine}: best valid AUC {h['best_valid_auc']:.4f} after {len(h['epochs'])} epochs; "
-              f"wrote {a.out / 'metrics.json'}")
+        print(
+            f"{a.engine}: best valid AUC {h['best_valid_auc']:.4f} after {len(h['epochs'])} epochs; "
+            f"wrote {a.out / 'metrics.json'}"
+        )
     return 0
 
-COMMANDS = {"train": _cmd_train, "data": _cmd_data, "run-notebooks": _cmd_run_notebooks, "sync-docs": _cmd_sync_docs}
+
+COMMANDS = {
+    "train": _cmd_train,
+    "data": _cmd_data,
+    "run-notebooks": _cmd_run_notebooks,
+    "sync-docs": _cmd_sync_docs,
+}
+
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of `course-lib`: parse, dispatch, and turn a CourseLibError into one line on stderr."

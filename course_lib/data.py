@@ -6,7 +6,11 @@ Docs: https://course-lib.github.io/course_lib/data.html.md"""
 
 # %% ../nbs/01_data.ipynb #c004
 from __future__ import annotations
-import json, os, struct, shutil, tempfile
+import json
+import os
+import struct
+import shutil
+import tempfile
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -19,9 +23,21 @@ __all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'FASHION_CLASSES'
            'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
 
 # %% ../nbs/01_data.ipynb #c007
-KAGGLE_COLUMNS = ["image_name", "patient_id", "sex", "age_approx", "anatom_site_general_challenge",
-                  "diagnosis", "benign_malignant", "target", "tfrecord", "width", "height"]
+KAGGLE_COLUMNS = [
+    "image_name",
+    "patient_id",
+    "sex",
+    "age_approx",
+    "anatom_site_general_challenge",
+    "diagnosis",
+    "benign_malignant",
+    "target",
+    "tfrecord",
+    "width",
+    "height",
+]
 KAGGLE_DATASETS = {s: f"cdeotte/jpeg-melanoma-{s}x{s}" for s in (128, 192, 256, 384, 512, 768)}
+
 
 class CourseLibError(Exception):
     "A problem the user can fix; the command line prints it as one line, without a traceback."
@@ -31,17 +47,23 @@ def _colab_secret(name):
     "A Colab secret, or None outside Colab / when the notebook has no access to it."
     try:
         from google.colab import userdata  # type: ignore
+
         return userdata.get(name)
     except Exception:  # not in Colab, secret missing, or access not granted
         return None
 
+
 def find_kaggle_credentials() -> str | None:
-    "Where Kaggle credentials were found (a short description), or None; copies Colab secrets into the environment."
-    if os.environ.get("KAGGLE_API_TOKEN"): return "environment variable KAGGLE_API_TOKEN"
-    if os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY"): return "environment variables KAGGLE_USERNAME/KAGGLE_KEY"
+    """Where Kaggle credentials were found (a short description), or None; copies Colab secrets into the
+    environment."""
+    if os.environ.get("KAGGLE_API_TOKEN"):
+        return "environment variable KAGGLE_API_TOKEN"
+    if os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY"):
+        return "environment variables KAGGLE_USERNAME/KAGGLE_KEY"
     cfg = Path(os.environ.get("KAGGLE_CONFIG_DIR", Path.home() / ".kaggle"))
     for f in ("access_token", "kaggle.json"):
-        if (cfg / f).is_file(): return f"{cfg.name}/{f}"
+        if (cfg / f).is_file():
+            return f"{cfg.name}/{f}"
     user, key = _colab_secret("KAGGLE_USERNAME"), _colab_secret("KAGGLE_KEY")
     if user and key:
         os.environ["KAGGLE_USERNAME"], os.environ["KAGGLE_KEY"] = user, key
@@ -49,29 +71,40 @@ def find_kaggle_credentials() -> str | None:
     return None
 
 # %% ../nbs/01_data.ipynb #c010
-KAGGLE_HELP = ("no Kaggle credentials found. Create a token at https://www.kaggle.com/settings/api, then either "
-               "set KAGGLE_API_TOKEN (or KAGGLE_USERNAME and KAGGLE_KEY), save it to ~/.kaggle/access_token, "
-               "or in Colab add the secrets KAGGLE_USERNAME and KAGGLE_KEY. Offline? Use `course-lib data sample`.")
+KAGGLE_HELP = (
+    "no Kaggle credentials found. Create a token at https://www.kaggle.com/settings/api, then either "
+    "set KAGGLE_API_TOKEN (or KAGGLE_USERNAME and KAGGLE_KEY), save it to ~/.kaggle/access_token, "
+    "or in Colab add the secrets KAGGLE_USERNAME and KAGGLE_KEY. Offline? Use `course-lib data sample`."
+)
+
 
 def download_kaggle(out, size: int = 256, force: bool = False) -> Path:
     "Download and unzip the Kaggle melanoma JPEGs of `size` px into `out`; needs credentials and network."
     out = Path(out)
-    if size not in KAGGLE_DATASETS: raise CourseLibError(f"--size must be one of {sorted(KAGGLE_DATASETS)}, got {size}")
-    if (out / "train.csv").exists() and not force: return out
-    if find_kaggle_credentials() is None: raise CourseLibError(KAGGLE_HELP)
+    if size not in KAGGLE_DATASETS:
+        raise CourseLibError(f"--size must be one of {sorted(KAGGLE_DATASETS)}, got {size}")
+    if (out / "train.csv").exists() and not force:
+        return out
+    if find_kaggle_credentials() is None:
+        raise CourseLibError(KAGGLE_HELP)
     try:
         import kaggle  # authenticates on import
-    except ImportError: raise CourseLibError("the Kaggle client is missing: pip install 'course_lib[kaggle]'")
-    except SystemExit: raise CourseLibError("Kaggle rejected the credentials (401/403): create a new token. " + KAGGLE_HELP)
+    except ImportError:
+        raise CourseLibError("the Kaggle client is missing: pip install 'course_lib[kaggle]'")
+    except SystemExit:
+        raise CourseLibError("Kaggle rejected the credentials (401/403): create a new token. " + KAGGLE_HELP)
     out.mkdir(parents=True, exist_ok=True)
-    try: kaggle.api.dataset_download_files(KAGGLE_DATASETS[size], path=str(out), unzip=True, quiet=False)
-    except Exception as e: raise CourseLibError(f"Kaggle download of {KAGGLE_DATASETS[size]} failed: {e}") from None
+    try:
+        kaggle.api.dataset_download_files(KAGGLE_DATASETS[size], path=str(out), unzip=True, quiet=False)
+    except Exception as e:
+        raise CourseLibError(f"Kaggle download of {KAGGLE_DATASETS[size]} failed: {e}") from None
     return out
 
 # %% ../nbs/01_data.ipynb #c014
 _SKIN = [(233, 196, 170), (224, 172, 140), (198, 142, 110), (160, 110, 80), (240, 210, 190)]
 _BROWNS = [(120, 72, 40), (95, 55, 30), (140, 90, 55)]
 _MALIGNANT = [(40, 25, 20), (90, 40, 30), (150, 60, 60), (70, 70, 100), (20, 15, 15)]
+
 
 def _lesion_polygon(rng, cx, cy, r, irregular: float, n=24):
     "Vertices of a blob of radius `r`; `irregular` (0..1) scales how much the radius wobbles."
@@ -94,8 +127,10 @@ def make_lesion_image(malignant: bool, size: int = 256, seed: int = 0) -> Image.
     draw.polygon(_lesion_polygon(rng, cx, cy, r, irregular), fill=_BROWNS[rng.integers(len(_BROWNS))])
     for _ in range(rng.integers(2, 5) if looks_malignant else 0):  # colour variegation
         px, py = cx + rng.normal(0, r / 3), cy + rng.normal(0, r / 3)
-        draw.polygon(_lesion_polygon(rng, px, py, r * rng.uniform(0.2, 0.45), 0.8, 12),
-                     fill=_MALIGNANT[rng.integers(len(_MALIGNANT))])
+        draw.polygon(
+            _lesion_polygon(rng, px, py, r * rng.uniform(0.2, 0.45), 0.8, 12),
+            fill=_MALIGNANT[rng.integers(len(_MALIGNANT))],
+        )
     for _ in range(rng.integers(0, 6)):  # hairs, on both classes
         x0, y0, x1, y1 = rng.uniform(0, size, 4)
         draw.line([(x0, y0), (x1, y1)], fill=(50, 35, 30), width=max(1, size // 128))
@@ -105,6 +140,7 @@ def make_lesion_image(malignant: bool, size: int = 256, seed: int = 0) -> Image.
 _SITES = ["torso", "lower extremity", "upper extremity", "head/neck", "palms/soles", "oral/genital", None]
 _BENIGN_DIAGNOSES = ["unknown", "unknown", "unknown", "nevus", "seborrheic keratosis", "lentigo NOS"]
 
+
 def _sample_table(n: int, size: int, pos_rate: float, rng) -> pd.DataFrame:
     "The train.csv rows of a generated set of `n` images (Kaggle columns and dtypes)."
     rows, patient = [], 0
@@ -113,39 +149,62 @@ def _sample_table(n: int, size: int, pos_rate: float, rng) -> pd.DataFrame:
         sex, age = rng.choice(["male", "female"]), float(5 * rng.integers(4, 18))
         for _ in range(min(int(rng.integers(1, 9)), n - len(rows))):
             target = int(rng.random() < pos_rate)
-            rows.append(dict(image_name=f"ISIC_{9000000 + len(rows):07d}", patient_id=f"IP_{1000000 + patient:07d}",
-                sex=sex, age_approx=age, anatom_site_general_challenge=_SITES[rng.integers(len(_SITES))],
-                diagnosis="melanoma" if target else _BENIGN_DIAGNOSES[rng.integers(len(_BENIGN_DIAGNOSES))],
-                benign_malignant="malignant" if target else "benign", target=target,
-                tfrecord=int(rng.integers(0, 15)), width=size, height=size))
+            rows.append(
+                dict(
+                    image_name=f"ISIC_{9000000 + len(rows):07d}",
+                    patient_id=f"IP_{1000000 + patient:07d}",
+                    sex=sex,
+                    age_approx=age,
+                    anatom_site_general_challenge=_SITES[rng.integers(len(_SITES))],
+                    diagnosis="melanoma"
+                    if target
+                    else _BENIGN_DIAGNOSES[rng.integers(len(_BENIGN_DIAGNOSES))],
+                    benign_malignant="malignant" if target else "benign",
+                    target=target,
+                    tfrecord=int(rng.integers(0, 15)),
+                    width=size,
+                    height=size,
+                )
+            )
     return pd.DataFrame(rows, columns=KAGGLE_COLUMNS)
 
 # %% ../nbs/01_data.ipynb #c019
 def write_sample_image(folder, i: int, image_name: str, target: int, img_size: int, seed: int) -> None:
     "Image `i` of a generated set: the same JPEG for the same (seed, i), however the set is written."
-    make_lesion_image(bool(target), img_size, seed=seed * 1_000_003 + i).save(Path(folder) / f"{image_name}.jpg", quality=92)
+    make_lesion_image(bool(target), img_size, seed=seed * 1_000_003 + i).save(
+        Path(folder) / f"{image_name}.jpg", quality=92
+    )
 
-def make_sample_dataset(out, n: int = 600, img_size: int = 128, pos_rate: float = 0.2, seed: int = 42,
-                        progress: bool = False) -> Path:
+
+def make_sample_dataset(
+    out, n: int = 600, img_size: int = 128, pos_rate: float = 0.2, seed: int = 42, progress: bool = False
+) -> Path:
     "Write a Kaggle-layout sample set (`train.csv`, `train/*.jpg`) of `n` synthetic images to `out`."
-    if n < 1: raise CourseLibError(f"--n must be at least 1, got {n}")
-    if img_size < 16: raise CourseLibError(f"--img-size must be at least 16 pixels, got {img_size}")
-    if not 0 <= pos_rate <= 1: raise CourseLibError(f"pos_rate must be between 0 and 1, got {pos_rate}")
+    if n < 1:
+        raise CourseLibError(f"--n must be at least 1, got {n}")
+    if img_size < 16:
+        raise CourseLibError(f"--img-size must be at least 16 pixels, got {img_size}")
+    if not 0 <= pos_rate <= 1:
+        raise CourseLibError(f"pos_rate must be between 0 and 1, got {pos_rate}")
     out, rng = Path(out), np.random.default_rng(seed)
     df = _sample_table(n, img_size, pos_rate, rng)
     out.parent.mkdir(parents=True, exist_ok=True)
-    # built beside its destination, so the final moves stay on one file system (/tmp may be another, e.g. a tmpfs)
+    # built beside its destination, so the final moves stay on one file system (/tmp may be another, e.g. a
+    # tmpfs)
     tmp = Path(tempfile.mkdtemp(prefix=".sample-", dir=out.parent))
     (tmp / "train").mkdir()
     rows = df.itertuples()
     if progress:
         from tqdm.auto import tqdm
+
         rows = tqdm(rows, total=len(df), desc="writing JPEGs", unit="img")
-    for i, row in enumerate(rows): write_sample_image(tmp / "train", i, row.image_name, row.target, img_size, seed)
+    for i, row in enumerate(rows):
+        write_sample_image(tmp / "train", i, row.image_name, row.target, img_size, seed)
     df.to_csv(tmp / "train.csv", index=False)
     out.mkdir(parents=True, exist_ok=True)
     for name in ("train", "train.csv"):  # the finished set replaces an older one in one move per entry
-        if (out / name).is_dir(): shutil.rmtree(out / name)
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
         os.replace(tmp / name, out / name)
     shutil.rmtree(tmp, ignore_errors=True)
     return out
@@ -154,6 +213,7 @@ def make_sample_dataset(out, n: int = 600, img_size: int = 128, pos_rate: float 
 def cache_dir() -> Path:
     "Where course_lib keeps generated data: $COURSE_LIB_CACHE or ~/.cache/course_lib."
     return Path(os.environ.get("COURSE_LIB_CACHE", Path.home() / ".cache" / "course_lib"))
+
 
 def sample_data_dir(n: int = 600, img_size: int = 128, pos_rate: float = 0.2, seed: int = 42) -> Path:
     "The built-in sample set with these parameters, generated on first use."
@@ -164,23 +224,32 @@ def sample_data_dir(n: int = 600, img_size: int = 128, pos_rate: float = 0.2, se
 
 # %% ../nbs/01_data.ipynb #c025
 def get_data_dir(data_dir=None, smoke: bool = False, download_to="data", **sample_kw) -> Path:
-    "A data folder: `data_dir` if given, else Kaggle's (with credentials, not in smoke mode), else the built-in sample."
-    if data_dir is not None: return Path(data_dir)
-    if not smoke and find_kaggle_credentials() is not None: return download_kaggle(download_to)
-    if not smoke: print("No Kaggle credentials: using the built-in sample set (see `download_kaggle` for the real data).")
+    """A data folder: `data_dir` if given, else Kaggle's (with credentials, not in smoke mode), else the
+    built-in sample."""
+    if data_dir is not None:
+        return Path(data_dir)
+    if not smoke and find_kaggle_credentials() is not None:
+        return download_kaggle(download_to)
+    if not smoke:
+        print(
+            "No Kaggle credentials: using the built-in sample set (see `download_kaggle` for the real data)."
+        )
     return sample_data_dir(**sample_kw)
 
 # %% ../nbs/01_data.ipynb #c030
 def show_image_grid(df: pd.DataFrame, data_dir, n_per_class: int = 6, seed: int = 0):
     "Plot `n_per_class` benign (top row) and malignant (bottom row) images; returns the figure."
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(2, n_per_class, figsize=(2 * n_per_class, 4.4), squeeze=False)
     for row, (target, label) in enumerate([(0, "benign"), (1, "malignant")]):
         pool = df[df.target == target]
         picks = pool.sample(min(n_per_class, len(pool)), random_state=seed)
-        for ax in axes[row]: ax.axis("off")
+        for ax in axes[row]:
+            ax.axis("off")
         for ax, name in zip(axes[row], picks.image_name):
-            ax.imshow(Image.open(Path(data_dir) / "train" / f"{name}.jpg")); ax.set_title(label, fontsize=9)
+            ax.imshow(Image.open(Path(data_dir) / "train" / f"{name}.jpg"))
+            ax.set_title(label, fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -188,8 +257,11 @@ def show_image_grid(df: pd.DataFrame, data_dir, n_per_class: int = 6, seed: int 
 def add_folds(df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> pd.DataFrame:
     "A copy of `df` with a `fold` column: target-stratified, patient-grouped k folds."
     from sklearn.model_selection import StratifiedGroupKFold
+
     if df.patient_id.nunique() < n_folds:
-        raise CourseLibError(f"{n_folds} folds need at least {n_folds} patients, the table has {df.patient_id.nunique()}")
+        raise CourseLibError(
+            f"{n_folds} folds need at least {n_folds} patients, the table has {df.patient_id.nunique()}"
+        )
     df = df.reset_index(drop=True).copy()
     df["fold"] = -1
     splitter = StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed)
@@ -197,25 +269,42 @@ def add_folds(df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> pd.DataFram
         df.loc[valid_idx, "fold"] = fold
     return df
 
+
 def check_no_leakage(df: pd.DataFrame) -> None:
     "Raise if any patient appears in more than one fold."
     folds_per_patient = df.groupby("patient_id").fold.nunique()
     leaked = folds_per_patient[folds_per_patient > 1]
-    if len(leaked): raise CourseLibError(f"{len(leaked)} patients appear in several folds, e.g. {leaked.index[0]}")
+    if len(leaked):
+        raise CourseLibError(f"{len(leaked)} patients appear in several folds, e.g. {leaked.index[0]}")
 
 # %% ../nbs/01_data.ipynb #c036
 def plot_fold_balance(df: pd.DataFrame):
     "Bar chart of benign / malignant image counts per fold; returns the figure."
-    import matplotlib.pyplot as plt
+
     counts = df.groupby(["fold", "target"]).size().unstack(fill_value=0).reindex(columns=[0, 1], fill_value=0)
-    ax = counts.rename(columns={0: "benign", 1: "malignant"}).plot.bar(stacked=True, figsize=(6, 3), color=["#8fb3d9", "#c0392b"])
-    for i, (b, m) in enumerate(counts.values): ax.text(i, b + m, f"{m / max(b + m, 1):.0%}", ha="center", va="bottom", fontsize=8)
+    ax = counts.rename(columns={0: "benign", 1: "malignant"}).plot.bar(
+        stacked=True, figsize=(6, 3), color=["#8fb3d9", "#c0392b"]
+    )
+    for i, (b, m) in enumerate(counts.values):
+        ax.text(i, b + m, f"{m / max(b + m, 1):.0%}", ha="center", va="bottom", fontsize=8)
     ax.set(xlabel="fold", ylabel="images", title="class balance per fold (label: positive rate)")
     ax.figure.tight_layout()
     return ax.figure
 
 # %% ../nbs/01_data.ipynb #c039
-FASHION_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+FASHION_CLASSES = [
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+]
+
 
 def _write_idx(path: Path, arr: np.ndarray) -> None:
     "Write a uint8 array as an IDX file (magic 0x08 = unsigned byte, then the dimensions, big-endian)."
@@ -223,17 +312,22 @@ def _write_idx(path: Path, arr: np.ndarray) -> None:
         f.write(struct.pack(">HBB", 0, 0x08, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape))
         f.write(np.ascontiguousarray(arr, dtype=np.uint8).tobytes())
 
+
 def _fashion_images(labels: np.ndarray, rng) -> np.ndarray:
     "28x28 uint8 images, one noisy pattern per class."
     yy, xx = np.mgrid[0:28, 0:28] / 27.0
-    templates = [np.sin((c % 5 + 1) * np.pi * (xx if c < 5 else yy)) * 0.5 + np.exp(-((xx - 0.2 - 0.06 * c) ** 2 + (yy - 0.5) ** 2) * 20)
-                 for c in range(10)]
+    templates = [
+        np.sin((c % 5 + 1) * np.pi * (xx if c < 5 else yy)) * 0.5
+        + np.exp(-((xx - 0.2 - 0.06 * c) ** 2 + (yy - 0.5) ** 2) * 20)
+        for c in range(10)
+    ]
     imgs = np.stack([templates[c] for c in labels]) + rng.normal(0, 0.25, (len(labels), 28, 28))
     return (np.clip(imgs, 0, 1.5) / 1.5 * 255).astype(np.uint8)
 
 # %% ../nbs/01_data.ipynb #c040
 def make_fashion_mnist_sample(root, n_train: int = 2000, n_test: int = 500, seed: int = 0) -> Path:
-    "Write FashionMNIST-format IDX files under `root`/FashionMNIST/raw that torchvision loads with download=False."
+    """Write FashionMNIST-format IDX files under `root`/FashionMNIST/raw that torchvision loads with
+    download=False."""
     raw, rng = Path(root) / "FashionMNIST" / "raw", np.random.default_rng(seed)
     raw.mkdir(parents=True, exist_ok=True)
     for prefix, n in (("train", n_train), ("t10k", n_test)):
@@ -242,12 +336,15 @@ def make_fashion_mnist_sample(root, n_train: int = 2000, n_test: int = 500, seed
         _write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels)
     return Path(root)
 
+
 def fashion_mnist(root=None, train: bool = True, download: bool = False, transform=None, smoke: bool = False):
     "torchvision's FashionMNIST from `root`; with `smoke` (or no root) a generated sample in the cache."
     from torchvision.datasets import FashionMNIST
+
     if root is None or smoke:
         root = cache_dir() / "fashion-mnist-sample"
-        if not (root / "FashionMNIST" / "raw" / "t10k-labels-idx1-ubyte").exists(): make_fashion_mnist_sample(root)
+        if not (root / "FashionMNIST" / "raw" / "t10k-labels-idx1-ubyte").exists():
+            make_fashion_mnist_sample(root)
     return FashionMNIST(str(root), train=train, download=download, transform=transform)
 
 # %% ../nbs/01_data.ipynb #c044

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from PIL import Image, UnidentifiedImageError
-from .data import CourseLibError, add_folds, get_data_dir
+from .data import CourseLibError
 
 # %% auto #0
 __all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'validate_table', 'MelanomaDataset',
@@ -19,6 +19,7 @@ __all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'l
 
 # %% ../nbs/02_dataset.ipynb #c007
 REQUIRED_COLUMNS = ("image_name", "target")
+
 
 def image_path(data_dir, image_name: str) -> Path:
     "The JPEG of `image_name` inside `data_dir`/train; refuses names that would point outside it."
@@ -28,6 +29,7 @@ def image_path(data_dir, image_name: str) -> Path:
         raise CourseLibError(f"image_name {image_name!r} points outside {train}")
     return p
 
+
 def load_image(path) -> np.ndarray:
     "An image as an RGB uint8 array (grayscale and RGBA are converted)."
     with Image.open(path) as im:
@@ -35,77 +37,124 @@ def load_image(path) -> np.ndarray:
 
 # %% ../nbs/02_dataset.ipynb #c008
 def _check_image(p: Path, size: tuple | None = None) -> str | None:
-    "None if `p` is a readable RGB image of `size` (w, h); 'convert' when not RGB, 'size WxH' when another size; else what is wrong."
-    if not p.exists(): return "missing"
-    if p.stat().st_size == 0: return "empty file"
+    """None if `p` is a readable RGB image of `size` (w, h); 'convert' when not RGB, 'size WxH' when
+    another size; else what is wrong."""
+    if not p.exists():
+        return "missing"
+    if p.stat().st_size == 0:
+        return "empty file"
     try:
         with Image.open(p) as im:
             im.load()
-            if im.mode != "RGB": return "convert"
+            if im.mode != "RGB":
+                return "convert"
             return f"size {im.width}x{im.height}" if size and tuple(im.size) != size else None
     except (UnidentifiedImageError, OSError) as e:
         return f"unreadable ({type(e).__name__})"
 
 # %% ../nbs/02_dataset.ipynb #c009
 def validate_table(df: pd.DataFrame, data_dir, check_images: bool = True) -> pd.DataFrame:
-    "Check `df` against `data_dir` before training; raise one CourseLibError listing the problems, else return `df`."
+    """Check `df` against `data_dir` before training; raise one CourseLibError listing the problems, else
+    return `df`."""
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-    if missing: raise CourseLibError(f"train.csv lacks column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}")
-    if len(df) == 0: raise CourseLibError("train.csv has no rows")
+    if missing:
+        raise CourseLibError(
+            f"train.csv lacks column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}"
+        )
+    if len(df) == 0:
+        raise CourseLibError("train.csv has no rows")
     bad = df[~df.target.isin([0, 1])]
-    if len(bad): raise CourseLibError(f"target must be 0 or 1; {len(bad)} rows are not, e.g. {bad.image_name.iloc[0]}: {bad.target.iloc[0]}")
+    if len(bad):
+        raise CourseLibError(
+            f"target must be 0 or 1; {len(bad)} rows are not, "
+            f"e.g. {bad.image_name.iloc[0]}: {bad.target.iloc[0]}"
+        )
     paths = [image_path(data_dir, n) for n in df.image_name]
     if check_images:
         sizes = zip(df.width, df.height) if {"width", "height"} <= set(df.columns) else [None] * len(df)
-        problems = {n: why for n, p, wh in zip(df.image_name, paths, sizes) if (why := _check_image(p, wh and tuple(map(int, wh))))}
+        problems = {
+            n: why
+            for n, p, wh in zip(df.image_name, paths, sizes)
+            if (why := _check_image(p, wh and tuple(map(int, wh))))
+        }
         broken = {n: why for n, why in problems.items() if why != "convert" and not why.startswith("size")}
         if broken:
             shown = "; ".join(f"{n}.jpg {why}" for n, why in list(broken.items())[:3])
-            raise CourseLibError(f"{len(broken)} image(s) cannot be used: {shown}" + (" …" if len(broken) > 3 else ""))
+            raise CourseLibError(
+                f"{len(broken)} image(s) cannot be used: {shown}" + (" …" if len(broken) > 3 else "")
+            )
         if n := sum(why == "convert" for why in problems.values()):
-            print(f"note: {n} image(s) are not RGB (grayscale or alpha); they are converted to RGB when loaded")
+            print(
+                f"note: {n} image(s) are not RGB (grayscale or alpha); they are converted to RGB when loaded"
+            )
         if resized := {k: v for k, v in problems.items() if v.startswith("size")}:
             k, v = next(iter(resized.items()))
             row = df[df.image_name == k].iloc[0]
-            print(f"note: {len(resized)} image(s) differ from the table's width/height (e.g. {k}.jpg is {v[5:]}, the table says "
-                  f"{row.width}x{row.height}); the transforms resize every image (expected for resized copies such as 256x256)")
+            print(
+                f"note: {len(resized)} image(s) differ from the table's width/height "
+                f"(e.g. {k}.jpg is {v[5:]}, the table says {row.width}x{row.height}); "
+                "the transforms resize every image (expected for resized copies such as 256x256)"
+            )
     return df
 
 # %% ../nbs/02_dataset.ipynb #c012
 class MelanomaDataset(torch.utils.data.Dataset):
     "Image paths + targets + an albumentations pipeline -> (image tensor CHW, float target [1])."
+
     def __init__(self, image_paths, targets, augmentations=None, seed: int = 0):
-        self.image_paths, self.targets, self.augmentations, self.seed = list(image_paths), list(targets), augmentations, seed
-    def __len__(self): return len(self.image_paths)
+        self.image_paths, self.targets, self.augmentations, self.seed = (
+            list(image_paths),
+            list(targets),
+            augmentations,
+            seed,
+        )
+
+    def __len__(self):
+        return len(self.image_paths)
+
     def __getitem__(self, idx):
         if isinstance(idx, tuple):  # (epoch, index): augmentations seeded by (seed, epoch, index) alone
             epoch, idx = idx
             if hasattr(self.augmentations, "set_random_seed"):
                 self.augmentations.set_random_seed((self.seed * 1_000_003 + epoch) * 10_000_019 + idx)
         image = load_image(self.image_paths[idx])
-        if self.augmentations is not None: image = self.augmentations(image=image)["image"]
+        if self.augmentations is not None:
+            image = self.augmentations(image=image)["image"]
         return image, torch.tensor([self.targets[idx]], dtype=torch.float32)
 
 # %% ../nbs/02_dataset.ipynb #c014
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # A.Normalize's defaults
 
+
 def get_transforms(img_size: int = 128, train: bool = True, seed: int | None = None, normalize: bool = True):
-    "The albumentations pipeline: resize, random crop + flips (train) or centre crop (valid), normalise, to tensor."
+    """The albumentations pipeline: resize, random crop + flips (train) or centre crop (valid), normalise,
+    to tensor."""
     import albumentations as A
     from albumentations.pytorch import ToTensorV2
+
     resize = A.Resize(img_size * 9 // 8, img_size * 9 // 8)
-    crop = [A.RandomCrop(img_size, img_size), A.HorizontalFlip(), A.VerticalFlip()] if train else [A.CenterCrop(img_size, img_size)]
-    norm = [A.Normalize(IMAGENET_MEAN, IMAGENET_STD)] if normalize else []  # without it: uint8 tensors (see below)
+    crop = (
+        [A.RandomCrop(img_size, img_size), A.HorizontalFlip(), A.VerticalFlip()]
+        if train
+        else [A.CenterCrop(img_size, img_size)]
+    )
+    norm = (
+        [A.Normalize(IMAGENET_MEAN, IMAGENET_STD)] if normalize else []
+    )  # without it: uint8 tensors (see below)
     return A.Compose([resize, *crop, *norm, ToTensorV2()], seed=seed)
 
 # %% ../nbs/02_dataset.ipynb #c015b
 def normalize_batch(x: torch.Tensor) -> torch.Tensor:
-    "A uint8 image batch (N, 3, H, W) as floats normalised exactly as A.Normalize does, on x's device; floats pass through."
-    if x.dtype != torch.uint8: return x
+    """A uint8 image batch (N, 3, H, W) as floats normalised exactly as A.Normalize does, on x's device;
+    floats pass through."""
+    if x.dtype != torch.uint8:
+        return x
     mean, inv_std = _normalize_constants(x.device)
     return (x.float() - mean) * inv_std
 
+
 _NORMALIZE_CONSTANTS = {}  # device -> (mean, 1/std): made once per device, not copied to it every batch
+
 
 def _normalize_constants(device: torch.device) -> tuple:
     "A.Normalize's float32 mean*255 and 1/(std*255) as (1, 3, 1, 1) tensors on `device`."
@@ -117,29 +166,60 @@ def _normalize_constants(device: torch.device) -> tuple:
 
 # %% ../nbs/02_dataset.ipynb #c017
 class EpochShuffleSampler(torch.utils.data.Sampler):
-    "A random order of `n` indices, as (epoch, index) keys, that depends only on `seed` and the epoch set by `set_epoch`."
-    def __init__(self, n: int, seed: int = 42): self.n, self.seed, self.epoch = n, seed, 0
-    def set_epoch(self, epoch: int) -> None: self.epoch = epoch
-    def __len__(self): return self.n
+    """A random order of `n` indices, as (epoch, index) keys, that depends only on `seed` and the epoch set
+    by `set_epoch`."""
+
+    def __init__(self, n: int, seed: int = 42):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self):
+        return self.n
+
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 10_007 + self.epoch)
         return iter([(self.epoch, i) for i in torch.randperm(self.n, generator=g).tolist()])
 
 # %% ../nbs/02_dataset.ipynb #c019
-def make_dataloaders(df: pd.DataFrame, data_dir, fold: int = 0, img_size: int = 128, batch_size: int = 32,
-                     num_workers: int = 0, seed: int = 42, check_images: bool = True, normalize_on_device: bool = False):
-    "Train and valid DataLoaders for `fold` of `df` (needs a `fold` column), after `validate_table`; uint8 batches if `normalize_on_device`."
+def make_dataloaders(
+    df: pd.DataFrame,
+    data_dir,
+    fold: int = 0,
+    img_size: int = 128,
+    batch_size: int = 32,
+    num_workers: int = 0,
+    seed: int = 42,
+    check_images: bool = True,
+    normalize_on_device: bool = False,
+):
+    """Train and valid DataLoaders for `fold` of `df` (needs a `fold` column), after `validate_table`;
+    uint8 batches if `normalize_on_device`."""
     validate_table(df, data_dir, check_images)
-    if "fold" not in df.columns: raise CourseLibError("the table has no fold column: call add_folds first")
-    if fold not in set(df.fold): raise CourseLibError(f"--fold {fold} does not exist; folds are {sorted(set(df.fold))}")
+    if "fold" not in df.columns:
+        raise CourseLibError("the table has no fold column: call add_folds first")
+    if fold not in set(df.fold):
+        raise CourseLibError(f"--fold {fold} does not exist; folds are {sorted(set(df.fold))}")
     loaders = []
     for train in (True, False):
         part = df[(df.fold != fold) if train else (df.fold == fold)]
-        ds = MelanomaDataset([image_path(data_dir, n) for n in part.image_name], part.target,
-                             get_transforms(img_size, train, seed, normalize=not normalize_on_device), seed=seed)
-        loaders.append(torch.utils.data.DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
-                       sampler=EpochShuffleSampler(len(ds), seed) if train else None,
-                       drop_last=train and len(ds) % batch_size == 1,  # a 1-image batch breaks BatchNorm in training
-                       generator=torch.Generator().manual_seed(seed),  # worker seeds; keeps the global RNG untouched
-                       persistent_workers=num_workers > 0, pin_memory=torch.cuda.is_available()))
+        ds = MelanomaDataset(
+            [image_path(data_dir, n) for n in part.image_name],
+            part.target,
+            get_transforms(img_size, train, seed, normalize=not normalize_on_device),
+            seed=seed,
+        )
+        loaders.append(
+            torch.utils.data.DataLoader(
+                ds,
+                batch_size=batch_size,
+                num_workers=num_workers,
+                sampler=EpochShuffleSampler(len(ds), seed) if train else None,
+                drop_last=train and len(ds) % batch_size == 1,  # a 1-image batch breaks BatchNorm in training
+                generator=torch.Generator().manual_seed(seed),  # worker seeds; keeps the global RNG untouched
+                persistent_workers=num_workers > 0,
+                pin_memory=torch.cuda.is_available(),
+            )
+        )
     return tuple(loaders)

@@ -6,7 +6,10 @@ Docs: https://course-lib.github.io/course_lib/pytorch_loop.html.md"""
 
 # %% ../nbs/03_pytorch_loop.ipynb #c004
 from __future__ import annotations
-import json, math, os, random, time
+import math
+import os
+import random
+import time
 from pathlib import Path
 import numpy as np
 import torch
@@ -33,19 +36,23 @@ def _no_weights(arch: str, error: Exception, allow_random_init: bool) -> None:
         raise CourseLibError(
             f"no pretrained {arch} weights could be loaded ({reason}); "
             "turn the internet on (Kaggle: Settings > Internet), "
-            "or train from random weights on purpose with --no-pretrained or --allow-random-init")
+            "or train from random weights on purpose with --no-pretrained or --allow-random-init"
+        )
     print(f"notice: no pretrained {arch} weights ({reason}); starting from random weights as allowed")
 
-def create_model(arch: str = "efficientnet-b0",
-                 pretrained: bool = False,  # ImageNet weights (downloaded once, then cached)
-                 num_classes: int = 1,  # outputs of the new head
-                 allow_random_init: bool = False,  # when the weights cannot be loaded: random weights instead of an error
-                 ) -> nn.Module:
+
+def create_model(
+    arch: str = "efficientnet-b0",
+    pretrained: bool = False,  # ImageNet weights (downloaded once, then cached)
+    num_classes: int = 1,  # outputs of the new head
+    allow_random_init: bool = False,  # when the weights cannot be loaded: random weights instead of an error
+) -> nn.Module:
     "EfficientNet (efficientnet_pytorch) or ResNet (torchvision) with a `num_classes`-logit head."
     if arch not in ARCHS:
         raise CourseLibError(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
     if arch in RESNETS:
         import torchvision
+
         build = getattr(torchvision.models, arch)
         model = None
         if pretrained:
@@ -57,6 +64,7 @@ def create_model(arch: str = "efficientnet-b0",
         model.fc = nn.Linear(model.fc.in_features, num_classes)  # the new head
         return model
     from efficientnet_pytorch import EfficientNet
+
     if pretrained:
         try:
             return EfficientNet.from_pretrained(arch, num_classes=num_classes)
@@ -69,10 +77,12 @@ def create_model(arch: str = "efficientnet-b0",
 # %% ../nbs/03_pytorch_loop.ipynb #c012
 class WeightedFocalLoss(nn.Module):
     "Focal loss on logits: alpha-weighted BCE scaled by (1 - p_t) ** gamma, averaged."
+
     def __init__(self, alpha: float = 0.25, gamma: float = 2.0):
         super().__init__()
         self.gamma = gamma
         self.register_buffer("alpha", torch.tensor([alpha, 1 - alpha]))  # index 0: negatives, 1: positives
+
     def forward(self, logits, targets):
         bce = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
         at = self.alpha.gather(0, targets.long().view(-1)).view_as(bce)
@@ -82,14 +92,24 @@ class WeightedFocalLoss(nn.Module):
 # %% ../nbs/03_pytorch_loop.ipynb #c015
 PRECISIONS = ("32", "16-mixed", "bf16-mixed")
 
+
 def seed_everything(seed: int) -> None:
     "Seed Python, NumPy and torch (all devices)."
-    random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
 
 def autocast(precision: str, device: torch.device):
-    "The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every precision)."
-    if precision not in PRECISIONS: raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    return torch.autocast(device.type, dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16, enabled=precision != "32")
+    """The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every
+    precision)."""
+    if precision not in PRECISIONS:
+        raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return torch.autocast(
+        device.type,
+        dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16,
+        enabled=precision != "32",
+    )
 
 # %% ../nbs/03_pytorch_loop.ipynb #c015b
 def cpu_has_bf16() -> bool:
@@ -102,8 +122,10 @@ def cpu_has_bf16() -> bool:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
+
 def recommended_precision(device) -> str:
-    "The fastest safe precision on `device`: bf16 where the hardware has it natively, fp16 on older GPUs, else fp32."
+    """The fastest safe precision on `device`: bf16 where the hardware has it natively, fp16 on older GPUs,
+    else fp32."""
     device = torch.device(device)
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
@@ -111,6 +133,7 @@ def recommended_precision(device) -> str:
     if device.type == "cpu":
         return "bf16-mixed" if cpu_has_bf16() else "32"
     return "32"
+
 
 def resolve_precision(precision: str, device) -> str:
     "The precision `fit` will use on `device`: fp16 becomes the CPU's best choice there, with a notice."
@@ -124,34 +147,59 @@ def resolve_precision(precision: str, device) -> str:
         print(f"notice: 16-mixed is not supported on CPU; using {choice}")
         return choice
     if precision == "bf16-mixed" and not cpu_has_bf16():
-        print("notice: this CPU has no bf16 instructions: bf16-mixed is emulated and may be much slower than fp32")
+        print(
+            "notice: this CPU has no bf16 instructions: "
+            "bf16-mixed is emulated and may be much slower than fp32"
+        )
     return precision
 
 # %% ../nbs/03_pytorch_loop.ipynb #c016
 def _check_finite(total: torch.Tensor, step: int) -> None:
     "Stop with a clear message when the running loss became NaN or infinite."
     if not torch.isfinite(total):
-        raise CourseLibError(f"the loss became {total.item()} by step {step}: lower the learning rate, "
-                             "use bf16 instead of fp16, or check the data for NaNs")
+        raise CourseLibError(
+            f"the loss became {total.item()} by step {step}: lower the learning rate, "
+            "use bf16 instead of fp16, or check the data for NaNs"
+        )
 
 # %% ../nbs/03_pytorch_loop.ipynb #c017
 def to_device(batch, device, channels_last: bool = False):
-    "An (images, targets) batch on `device`; uint8 images are normalised there (chapter 02), channels_last on request (chapter 05)."
+    """An (images, targets) batch on `device`; uint8 images are normalised there (chapter 02),
+    channels_last on request (chapter 05)."""
     x, y = batch
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    return normalize_batch(x.to(device, non_blocking=True, memory_format=fmt)), y.to(device, non_blocking=True)
+    return normalize_batch(x.to(device, non_blocking=True, memory_format=fmt)), y.to(
+        device, non_blocking=True
+    )
 
-def train_one_epoch(model, loader, loss_fn, optimizer, device, scheduler=None, precision: str = "32",
-                    accumulate: int = 1, scaler=None, progress: bool = False, check_every: int = 25, epoch: int = 0,
-                    channels_last: bool = False, on_step=None) -> float:
+
+def train_one_epoch(
+    model,
+    loader,
+    loss_fn,
+    optimizer,
+    device,
+    scheduler=None,
+    precision: str = "32",
+    accumulate: int = 1,
+    scaler=None,
+    progress: bool = False,
+    check_every: int = 25,
+    epoch: int = 0,
+    channels_last: bool = False,
+    on_step=None,
+) -> float:
     "Train `model` for one pass over `loader`; returns the mean training loss per image."
     from tqdm.auto import tqdm
-    if accumulate < 1: raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
+
+    if accumulate < 1:
+        raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
     scaler = scaler or torch.amp.GradScaler(device.type, enabled=False)
     model.train()
     total, seen, n = torch.zeros((), device=device), 0, len(loader)
     optimizer.zero_grad(set_to_none=True)
-    if hasattr(getattr(loader, "sampler", None), "set_epoch"): loader.sampler.set_epoch(epoch)  # a new, reproducible order per epoch
+    if hasattr(getattr(loader, "sampler", None), "set_epoch"):
+        loader.sampler.set_epoch(epoch)  # a new, reproducible order per epoch
     for i, batch in enumerate(tqdm(loader, desc="train", leave=False, disable=not progress)):
         x, y = to_device(batch, device, channels_last)
         with autocast(precision, device):
@@ -159,12 +207,17 @@ def train_one_epoch(model, loader, loss_fn, optimizer, device, scheduler=None, p
         loss = loss_fn(logits.float(), y)
         scaler.scale(loss / accumulate).backward()
         if (i + 1) % accumulate == 0 or i + 1 == n:  # step every K micro-batches, and after the last one
-            scaler.step(optimizer); scaler.update(); optimizer.zero_grad(set_to_none=True)
-            if scheduler is not None: scheduler.step()
-        total += loss.detach() * len(x); seen += len(x)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            if scheduler is not None:
+                scheduler.step()
+        total += loss.detach() * len(x)
+        seen += len(x)
         if (i + 1) % check_every == 0:  # a CPU-GPU sync point: not every step
             _check_finite(total, i + 1)
-            if on_step: on_step(epoch * n + i + 1, {"train_loss_running": total.item() / seen, "epoch": epoch})
+            if on_step:
+                on_step(epoch * n + i + 1, {"train_loss_running": total.item() / seen, "epoch": epoch})
     _check_finite(total, n)
     return total.item() / seen
 
@@ -173,6 +226,7 @@ def train_one_epoch(model, loader, loss_fn, optimizer, device, scheduler=None, p
 def evaluate(model, loader, loss_fn, device, precision: str = "32", channels_last: bool = False) -> dict:
     "Validation loss, ROC AUC, and the probabilities and targets of the whole `loader`."
     from torchmetrics.functional.classification import binary_auroc
+
     model.eval()
     probs, targets, total = [], [], torch.zeros((), device=device)
     for batch in loader:
@@ -180,7 +234,8 @@ def evaluate(model, loader, loss_fn, device, precision: str = "32", channels_las
         with autocast(precision, device):
             logits = model(x).float()
         total += loss_fn(logits, y) * len(x)
-        probs.append(torch.sigmoid(logits).flatten().cpu()); targets.append(y.flatten().cpu())
+        probs.append(torch.sigmoid(logits).flatten().cpu())
+        targets.append(y.flatten().cpu())
     probs, targets = torch.cat(probs), torch.cat(targets).long()
     auc = binary_auroc(probs, targets).item() if targets.unique().numel() == 2 else float("nan")
     return dict(valid_loss=total.item() / len(targets), valid_auc=auc, probs=probs, targets=targets)
@@ -188,23 +243,36 @@ def evaluate(model, loader, loss_fn, device, precision: str = "32", channels_las
 # %% ../nbs/03_pytorch_loop.ipynb #c021
 def save_checkpoint(path, **state) -> Path:
     "torch.save `state` to `path` atomically (temporary file + rename)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
     return path
 
+
 def load_checkpoint(path, map_location="cpu") -> dict:
     "Load a checkpoint safely (weights_only=True); a damaged file is a CourseLibError."
-    try: return torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError: raise CourseLibError(f"no checkpoint at {path}") from None
-    except Exception as e: raise CourseLibError(f"checkpoint {path} is damaged or not a course_lib checkpoint ({type(e).__name__})") from None
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise CourseLibError(f"no checkpoint at {path}") from None
+    except Exception as e:
+        raise CourseLibError(
+            f"checkpoint {path} is damaged or not a course_lib checkpoint ({type(e).__name__})"
+        ) from None
 
 # %% ../nbs/03_pytorch_loop.ipynb #c023
 def _epoch_row(epoch, train_loss, ev, seconds) -> dict:
     "One epoch of history, as every engine writes it to metrics.json."
-    return dict(epoch=epoch, train_loss=float(train_loss), valid_loss=float(ev["valid_loss"]),
-                valid_auc=float(ev["valid_auc"]), seconds=round(seconds, 3))
+    return dict(
+        epoch=epoch,
+        train_loss=float(train_loss),
+        valid_loss=float(ev["valid_loss"]),
+        valid_auc=float(ev["valid_auc"]),
+        seconds=round(seconds, 3),
+    )
+
 
 def history_dict(engine: str, rows: list[dict], **extra) -> dict:
     "The metrics.json structure: engine, per-epoch rows, best validation AUC."
@@ -213,52 +281,115 @@ def history_dict(engine: str, rows: list[dict], **extra) -> dict:
 
 # %% ../nbs/03_pytorch_loop.ipynb #c024
 def _save_epoch(checkpoint_dir, improved, model, optimizer, scaler, state, ev, config):
-    "Write last.pt (everything resuming needs) every epoch, and best.pt when AUC improved; returns last.pt's path."
-    if not checkpoint_dir: return None
-    ckpt = dict(model=model.state_dict(), optimizer=optimizer.state_dict(), scaler=scaler.state_dict(), epoch=state["epoch"],
-                valid_auc=ev["valid_auc"], history=state["history"], best=state["best"], since_best=state["since_best"], config=config or {})
-    if improved: save_checkpoint(Path(checkpoint_dir) / "best.pt", **ckpt)
+    """Write last.pt (everything resuming needs) every epoch, and best.pt when AUC improved; returns
+    last.pt's path."""
+    if not checkpoint_dir:
+        return None
+    ckpt = dict(
+        model=model.state_dict(),
+        optimizer=optimizer.state_dict(),
+        scaler=scaler.state_dict(),
+        epoch=state["epoch"],
+        valid_auc=ev["valid_auc"],
+        history=state["history"],
+        best=state["best"],
+        since_best=state["since_best"],
+        config=config or {},
+    )
+    if improved:
+        save_checkpoint(Path(checkpoint_dir) / "best.pt", **ckpt)
     return save_checkpoint(Path(checkpoint_dir) / "last.pt", **ckpt)
 
+
 def _restore(path: Path, model, optimizer, scaler, state: dict) -> dict:
-    "Load last.pt into model, optimizer and scaler; returns the saved loop state (or `state` when there is no last.pt)."
-    if not path.exists(): print(f"no checkpoint at {path}: starting from epoch 0"); return state
+    """Load last.pt into model, optimizer and scaler; returns the saved loop state (or `state` when there
+    is no last.pt)."""
+    if not path.exists():
+        print(f"no checkpoint at {path}: starting from epoch 0")
+        return state
     ckpt = load_checkpoint(path)
-    model.load_state_dict(ckpt["model"]); optimizer.load_state_dict(ckpt["optimizer"]); scaler.load_state_dict(ckpt["scaler"])
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    scaler.load_state_dict(ckpt["scaler"])
     print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
     return {k: ckpt[k] for k in ("history", "best", "since_best", "epoch")}
 
 # %% ../nbs/03_pytorch_loop.ipynb #c025
-def fit(model, train_loader, valid_loader, epochs: int = 5, lr: float = 5e-4, loss_fn=None, device=None,
-        precision: str = "32", accumulate: int = 1, patience: int = 3, checkpoint_dir=None, seed: int = 42,
-        progress: bool = True, config: dict | None = None, channels_last: bool = False, resume: bool = False,
-        on_step=None, on_epoch_end=None) -> dict:
-    "Train with Adam, evaluate each epoch, keep the best-AUC and the last checkpoint, stop early; returns the history."
+def fit(
+    model,
+    train_loader,
+    valid_loader,
+    epochs: int = 5,
+    lr: float = 5e-4,
+    loss_fn=None,
+    device=None,
+    precision: str = "32",
+    accumulate: int = 1,
+    patience: int = 3,
+    checkpoint_dir=None,
+    seed: int = 42,
+    progress: bool = True,
+    config: dict | None = None,
+    channels_last: bool = False,
+    resume: bool = False,
+    on_step=None,
+    on_epoch_end=None,
+) -> dict:
+    """Train with Adam, evaluate each epoch, keep the best-AUC and the last checkpoint, stop early; returns
+    the history."""
     from tqdm.auto import tqdm
-    if epochs < 1: raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
-    if resume and not checkpoint_dir: raise CourseLibError("resuming needs a checkpoint_dir")
+
+    if epochs < 1:
+        raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
+    if resume and not checkpoint_dir:
+        raise CourseLibError("resuming needs a checkpoint_dir")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     precision = resolve_precision(precision, device)  # fp16 on a CPU becomes what the CPU does best
     model, loss_fn = model.to(device), (loss_fn or WeightedFocalLoss()).to(device)
-    if channels_last: model = model.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
     state = dict(history=[], best=-1.0, since_best=0, epoch=-1)
-    if resume: state = _restore(Path(checkpoint_dir) / "last.pt", model, optimizer, scaler, state)
+    if resume:
+        state = _restore(Path(checkpoint_dir) / "last.pt", model, optimizer, scaler, state)
     rows, ev = state["history"], None
     bar = tqdm(range(state["epoch"] + 1, epochs), desc="epochs", disable=not progress)
     for epoch in bar:
-        if state["since_best"] >= patience: break  # a resumed run that had already stopped early
-        seed_everything(seed + epoch)  # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
+        if state["since_best"] >= patience:
+            break  # a resumed run that had already stopped early
+        seed_everything(
+            seed + epoch
+        )  # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
         start = time.time()
-        train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer, device, None, precision, accumulate, scaler,
-                                     progress, epoch=epoch, channels_last=channels_last, on_step=on_step)
+        train_loss = train_one_epoch(
+            model,
+            train_loader,
+            loss_fn,
+            optimizer,
+            device,
+            None,
+            precision,
+            accumulate,
+            scaler,
+            progress,
+            epoch=epoch,
+            channels_last=channels_last,
+            on_step=on_step,
+        )
         ev = evaluate(model, valid_loader, loss_fn, device, precision, channels_last)
         rows.append(_epoch_row(epoch, train_loss, ev, time.time() - start))
         bar.set_postfix(train_loss=f"{train_loss:.4f}", valid_auc=f"{ev['valid_auc']:.3f}")
         improved = ev["valid_auc"] > state["best"]
-        state.update(best=max(state["best"], ev["valid_auc"]), since_best=0 if improved else state["since_best"] + 1, epoch=epoch)
+        state.update(
+            best=max(state["best"], ev["valid_auc"]),
+            since_best=0 if improved else state["since_best"] + 1,
+            epoch=epoch,
+        )
         last = _save_epoch(checkpoint_dir, improved, model, optimizer, scaler, state, ev, config)
-        if on_epoch_end: on_epoch_end(rows[-1], last, step=(epoch + 1) * len(train_loader))
-        if state["since_best"] >= patience: print(f"early stop: no AUC gain for {patience} epochs"); break
+        if on_epoch_end:
+            on_epoch_end(rows[-1], last, step=(epoch + 1) * len(train_loader))
+        if state["since_best"] >= patience:
+            print(f"early stop: no AUC gain for {patience} epochs")
+            break
     return history_dict("pytorch", rows, last_eval=ev)

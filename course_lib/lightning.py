@@ -6,15 +6,23 @@ Docs: https://course-lib.github.io/course_lib/lightning.html.md"""
 
 # %% ../nbs/04_lightning.ipynb #c004
 from __future__ import annotations
-import math, time
+import math
+import time
 from pathlib import Path
 import torch
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from .data import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
-from .engine import (PRECISIONS, WeightedFocalLoss, _epoch_row, create_model, history_dict,
-                               resolve_precision, seed_everything)
+from course_lib.engine import (
+    PRECISIONS,
+    WeightedFocalLoss,
+    _epoch_row,
+    create_model,
+    history_dict,
+    resolve_precision,
+    seed_everything,
+)
 
 # %% auto #0
 __all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'is_tpu', 'lightning_precision', 'trainer_settings',
@@ -23,9 +31,18 @@ __all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'is_tpu', 
 # %% ../nbs/04_lightning.ipynb #c007
 class MelanomaModule(pl.LightningModule):
     "Chapter 03's model, focal loss, Adam and ROC AUC in Lightning's hooks."
-    def __init__(self, arch: str = "efficientnet-b0", pretrained: bool = False, lr: float = 5e-4,
-                 alpha: float = 0.25, gamma: float = 2.0, seed: int = 42, channels_last: bool = False,
-                 allow_random_init: bool = False):  # random weights when pretrained ones cannot be loaded
+
+    def __init__(
+        self,
+        arch: str = "efficientnet-b0",
+        pretrained: bool = False,
+        lr: float = 5e-4,
+        alpha: float = 0.25,
+        gamma: float = 2.0,
+        seed: int = 42,
+        channels_last: bool = False,
+        allow_random_init: bool = False,
+    ):  # random weights when pretrained ones cannot be loaded
         super().__init__()
         self.save_hyperparameters()
         self.model = create_model(arch, pretrained, allow_random_init=allow_random_init)
@@ -33,13 +50,22 @@ class MelanomaModule(pl.LightningModule):
         self._probs, self._targets = [], []
 
     def forward(self, x):
-        x = normalize_batch(x)  # uint8 batches from make_dataloaders(normalize_on_device=True); floats pass through
-        if self.hparams.channels_last: x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
+        x = normalize_batch(
+            x
+        )  # uint8 batches from make_dataloaders(normalize_on_device=True); floats pass through
+        if self.hparams.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
         return self.model(x)
+
     def on_fit_start(self):
-        if self.hparams.channels_last: self.model.to(memory_format=torch.channels_last)
-    def configure_optimizers(self): return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
-    def on_train_epoch_start(self): seed_everything(self.hparams.seed + self.current_epoch)  # as chapter 03's fit
+        if self.hparams.channels_last:
+            self.model.to(memory_format=torch.channels_last)
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+    def on_train_epoch_start(self):
+        seed_everything(self.hparams.seed + self.current_epoch)  # as chapter 03's fit
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -58,14 +84,19 @@ def _validation_step(self, batch, batch_idx):
     self._probs.append(torch.sigmoid(logits).flatten())
     self._targets.append(y.flatten())
 
+
 def _on_validation_epoch_end(self):
     "ROC AUC over the whole validation fold, gathered from every process (NaN when the fold holds one class)."
     from torchmetrics.functional.classification import binary_auroc
+
     probs = self.all_gather(torch.cat(self._probs)).flatten().cpu()  # one process: unchanged
     targets = self.all_gather(torch.cat(self._targets)).flatten().cpu().long()
     self._probs, self._targets = [], []
     auc = binary_auroc(probs, targets).item() if targets.unique().numel() == 2 else float("nan")
-    self.log("valid_auc", auc, prog_bar=True)  # every process computed the same value from the same predictions
+    self.log(
+        "valid_auc", auc, prog_bar=True
+    )  # every process computed the same value from the same predictions
+
 
 MelanomaModule.validation_step = _validation_step
 MelanomaModule.on_validation_epoch_end = _on_validation_epoch_end
@@ -73,38 +104,78 @@ MelanomaModule.on_validation_epoch_end = _on_validation_epoch_end
 # %% ../nbs/04_lightning.ipynb #c012
 class MelanomaDataModule(pl.LightningDataModule):
     "Chapter 02's loaders for one fold of a table in the Kaggle layout."
-    def __init__(self, df, data_dir, fold: int = 0, img_size: int = 128, batch_size: int = 32, num_workers: int = 0, seed: int = 42,
-                 check_images: bool = True, normalize_on_device: bool = False):
+
+    def __init__(
+        self,
+        df,
+        data_dir,
+        fold: int = 0,
+        img_size: int = 128,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        seed: int = 42,
+        check_images: bool = True,
+        normalize_on_device: bool = False,
+    ):
         super().__init__()
-        self.df, self.data_dir, self.kw = df, data_dir, dict(fold=fold, img_size=img_size, batch_size=batch_size, num_workers=num_workers,
-                                                            seed=seed, check_images=check_images, normalize_on_device=normalize_on_device)
+        self.df, self.data_dir, self.kw = (
+            df,
+            data_dir,
+            dict(
+                fold=fold,
+                img_size=img_size,
+                batch_size=batch_size,
+                num_workers=num_workers,
+                seed=seed,
+                check_images=check_images,
+                normalize_on_device=normalize_on_device,
+            ),
+        )
         self._loaders = None
+
     def setup(self, stage=None):
-        if self._loaders is None: self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)
-    def train_dataloader(self): return self._loaders[0]
-    def val_dataloader(self): return self._loaders[1]
+        if self._loaders is None:
+            self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)
+
+    def train_dataloader(self):
+        return self._loaders[0]
+
+    def val_dataloader(self):
+        return self._loaders[1]
 
 # %% ../nbs/04_lightning.ipynb #c014
 class HistoryCallback(Callback):
     "Record train_loss, valid_loss, valid_auc and seconds per epoch, as chapter 03's engine does."
-    def __init__(self): self.rows, self._start = [], None
-    def on_train_epoch_start(self, trainer, module): self._start = time.time()
+
+    def __init__(self):
+        self.rows, self._start = [], None
+
+    def on_train_epoch_start(self, trainer, module):
+        self._start = time.time()
+
     def on_train_epoch_end(self, trainer, module):
         m = {k: float(v) for k, v in trainer.callback_metrics.items()}
         ev = dict(valid_loss=m.get("valid_loss", math.nan), valid_auc=m.get("valid_auc", math.nan))
         self.rows.append(_epoch_row(trainer.current_epoch, m["train_loss"], ev, time.time() - self._start))
-    def state_dict(self): return {"rows": self.rows}  # saved in Lightning's checkpoints, so a resumed run keeps its history
-    def load_state_dict(self, state): self.rows = list(state["rows"])
+
+    def state_dict(self):
+        return {"rows": self.rows}  # saved in Lightning's checkpoints, so a resumed run keeps its history
+
+    def load_state_dict(self, state):
+        self.rows = list(state["rows"])
 
 # %% ../nbs/04_lightning.ipynb #c015
 def is_tpu(accelerator) -> bool:
     "Whether `accelerator` is Lightning's TPU accelerator, by name or as an instance (chapter 07)."
     from pytorch_lightning.accelerators import XLAAccelerator
+
     return accelerator == "tpu" or isinstance(accelerator, XLAAccelerator)
 
-def lightning_precision(precision: str,
-                        accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 07)
-                        ) -> str:
+
+def lightning_precision(
+    precision: str,
+    accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 07)
+) -> str:
     "Lightning's name for a course precision ('32' -> '32-true')."
     if precision not in PRECISIONS:
         raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -115,15 +186,17 @@ def lightning_precision(precision: str,
         raise CourseLibError("--precision 16-mixed is not supported on TPU: use bf16-mixed or 32")
     return "bf16-true" if precision == "bf16-mixed" else "32-true"
 
-def trainer_settings(epochs: int = 5,
-                     precision: str = "32",  # the course's name: 32, 16-mixed or bf16-mixed
-                     accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
-                     patience: int = 3,  # epochs without AUC gain before stopping
-                     checkpoint_dir=None,  # where best.ckpt and last.ckpt go; None: no checkpoints
-                     progress: bool = True,
-                     accelerator: str = "auto",  # "auto" picks a GPU when there is one
-                     devices: int = 1,  # one device unless you ask for DDP (below)
-                     ) -> dict:
+
+def trainer_settings(
+    epochs: int = 5,
+    precision: str = "32",  # the course's name: 32, 16-mixed or bf16-mixed
+    accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
+    patience: int = 3,  # epochs without AUC gain before stopping
+    checkpoint_dir=None,  # where best.ckpt and last.ckpt go; None: no checkpoints
+    progress: bool = True,
+    accelerator: str = "auto",  # "auto" picks a GPU when there is one
+    devices: int = 1,  # one device unless you ask for DDP (below)
+) -> dict:
     "The keyword arguments `fit_lightning` gives `pl.Trainer`, plus the history callback under 'callbacks'."
     if epochs < 1:
         raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
@@ -133,24 +206,57 @@ def trainer_settings(epochs: int = 5,
         precision = resolve_precision(precision, "cpu")  # as chapter 03's fit: fp16 is a GPU setting
     callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=patience)]
     if checkpoint_dir:  # last.ckpt after every epoch, for resuming
-        callbacks.append(ModelCheckpoint(dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max",
-                                         save_last=True, save_on_train_epoch_end=True))
-    return dict(accelerator=accelerator, devices=devices, max_epochs=epochs,
-                precision=lightning_precision(precision, accelerator),
-                accumulate_grad_batches=accumulate,
-                callbacks=callbacks, logger=False, num_sanity_val_steps=0,
-                enable_checkpointing=bool(checkpoint_dir), enable_progress_bar=progress,
-                enable_model_summary=False)
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=checkpoint_dir,
+                filename="best",
+                monitor="valid_auc",
+                mode="max",
+                save_last=True,
+                save_on_train_epoch_end=True,
+            )
+        )
+    return dict(
+        accelerator=accelerator,
+        devices=devices,
+        max_epochs=epochs,
+        precision=lightning_precision(precision, accelerator),
+        accumulate_grad_batches=accumulate,
+        callbacks=callbacks,
+        logger=False,
+        num_sanity_val_steps=0,
+        enable_checkpointing=bool(checkpoint_dir),
+        enable_progress_bar=progress,
+        enable_model_summary=False,
+    )
 
-def fit_lightning(module, datamodule, epochs: int = 5, precision: str = "32", accumulate: int = 1,
-                  patience: int = 3, checkpoint_dir=None, progress: bool = True, resume: bool = False,
-                  devices: int = 1,  # >1: one process per device with DDP
-                  **trainer_kw) -> dict:
+
+def fit_lightning(
+    module,
+    datamodule,
+    epochs: int = 5,
+    precision: str = "32",
+    accumulate: int = 1,
+    patience: int = 3,
+    checkpoint_dir=None,
+    progress: bool = True,
+    resume: bool = False,
+    devices: int = 1,  # >1: one process per device with DDP
+    **trainer_kw,
+) -> dict:
     "Fit `module` with a Lightning Trainer; returns the same history as chapter 03's `fit`."
     if resume and not checkpoint_dir:
         raise CourseLibError("resuming needs a checkpoint_dir")
-    settings = trainer_settings(epochs, precision, accumulate, patience, checkpoint_dir, progress,
-                                accelerator=trainer_kw.pop("accelerator", "auto"), devices=devices)
+    settings = trainer_settings(
+        epochs,
+        precision,
+        accumulate,
+        patience,
+        checkpoint_dir,
+        progress,
+        accelerator=trainer_kw.pop("accelerator", "auto"),
+        devices=devices,
+    )
     history = settings["callbacks"][0]
     trainer = pl.Trainer(**{**settings, **trainer_kw})
     last = Path(checkpoint_dir or ".") / "last.ckpt"

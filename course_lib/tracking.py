@@ -6,7 +6,13 @@ Docs: https://course-lib.github.io/course_lib/experiment_tracking.html.md"""
 
 # %% ../nbs/08_experiment_tracking.ipynb #c005
 from __future__ import annotations
-import json, os, socket, struct, time, urllib.parse, zlib
+import json
+import os
+import socket
+import struct
+import time
+import urllib.parse
+import zlib
 from pathlib import Path
 from .data import CourseLibError
 
@@ -18,12 +24,15 @@ __all__ = ['MODES', 'WANDB_ALIASES', 'find_wandb_key', 'env_mode', 'resolve_mode
 MODES = ("online", "offline", "disabled")
 WANDB_ALIASES = {"dryrun": "offline", "run": "online"}  # older names that wandb still accepts
 
+
 def find_wandb_key() -> str | None:
-    "The W&B API key from WANDB_API_KEY, a Colab secret, or an earlier `wandb login` (~/.netrc); None if there is none."
+    """The W&B API key from WANDB_API_KEY, a Colab secret, or an earlier `wandb login` (~/.netrc); None if
+    there is none."""
     if os.environ.get("WANDB_API_KEY"):
         return os.environ["WANDB_API_KEY"]
     try:
         from google.colab import userdata  # only inside Colab
+
         key = userdata.get("WANDB_API_KEY")
     except Exception:  # not Colab, or the secret is missing or not shared with this notebook
         key = None
@@ -31,15 +40,18 @@ def find_wandb_key() -> str | None:
         return key
     try:
         import netrc
+
         auth = netrc.netrc().authenticators(_server()[0])
     except Exception:  # no ~/.netrc, or one that cannot be parsed
         auth = None
     return auth[2] if auth and auth[2] else None
 
+
 def _server() -> tuple[str, int]:
     "Host and port of the W&B server: WANDB_BASE_URL, else api.wandb.ai."
     url = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
     return url.hostname, url.port or (443 if url.scheme == "https" else 80)
+
 
 def _reachable(timeout: float = 3.0) -> bool:
     "Whether a TCP connection to the W&B server opens within `timeout` seconds."
@@ -51,24 +63,30 @@ def _reachable(timeout: float = 3.0) -> bool:
 
 # %% ../nbs/08_experiment_tracking.ipynb #c008
 def env_mode() -> str | None:
-    "WANDB_MODE from the environment: None when unset or empty; a value wandb would reject is a CourseLibError."
+    """WANDB_MODE from the environment: None when unset or empty; a value wandb would reject is a
+    CourseLibError."""
     value = os.environ.get("WANDB_MODE", "").strip()
     if not value:
         os.environ.pop("WANDB_MODE", None)  # an empty WANDB_MODE makes wandb.init fail: treat it as unset
         return None
     mode = WANDB_ALIASES.get(value, value)
     if mode not in MODES:
-        raise CourseLibError(f"WANDB_MODE={value!r} is not a W&B mode: set it to online, offline or disabled, or unset it")
+        raise CourseLibError(
+            f"WANDB_MODE={value!r} is not a W&B mode: set it to online, offline or disabled, or unset it"
+        )
     return mode
+
 
 def _verify_key(key: str) -> str | None:
     "Ask the W&B server whether it accepts `key`; None when it does, else the reason it did not."
     import wandb
+
     try:
         wandb.Api(api_key=key, timeout=15).viewer  # one query as that user; never prompts
     except Exception as e:  # an AuthenticationError (or CommError) for a rejected or revoked key
         return f"W&B did not accept the key ({type(e).__name__}: {str(e).splitlines()[0][:150]})"
     return None
+
 
 def resolve_mode(mode: str | None = None) -> tuple[str, str | None]:
     "The mode to run in and, when it differs from the request, why: online needs a key the server accepts."
@@ -88,44 +106,85 @@ def resolve_mode(mode: str | None = None) -> tuple[str, str | None]:
 
 # %% ../nbs/08_experiment_tracking.ipynb #c011
 class Tracker:
-    "A W&B run for one training job: config, step/epoch metrics, checkpoints as versions of a `model` artifact."
-    def __init__(self, project: str, config: dict, mode: str | None = None, group: str | None = None, name: str | None = None,
-                 job_type: str = "train", dir=None, artifact: str = "melanoma-model", quiet: bool = False):
+    """A W&B run for one training job: config, step/epoch metrics, checkpoints as versions of a `model`
+    artifact."""
+
+    def __init__(
+        self,
+        project: str,
+        config: dict,
+        mode: str | None = None,
+        group: str | None = None,
+        name: str | None = None,
+        job_type: str = "train",
+        dir=None,
+        artifact: str = "melanoma-model",
+        quiet: bool = False,
+    ):
         self.mode, why = resolve_mode(mode)
         self.artifact, self.run, self.best = artifact, None, None
-        if self.mode == "disabled": return
-        try: import wandb
+        if self.mode == "disabled":
+            return
+        try:
+            import wandb
         except ImportError:
-            print("wandb is not installed: tracking is off (pip install 'course_lib[wandb]')"); self.mode = "disabled"; return
+            print("wandb is not installed: tracking is off (pip install 'course_lib[wandb]')")
+            self.mode = "disabled"
+            return
         os.environ.setdefault("WANDB_SILENT", "true")
         settings = wandb.Settings(console="off", x_disable_stats=True, init_timeout=60)
-        self.run = wandb.init(project=project, config=config, mode=self.mode, group=group, name=name, job_type=job_type,
-                              dir=str(dir) if dir else None, reinit="create_new", settings=settings)
+        self.run = wandb.init(
+            project=project,
+            config=config,
+            mode=self.mode,
+            group=group,
+            name=name,
+            job_type=job_type,
+            dir=str(dir) if dir else None,
+            reinit="create_new",
+            settings=settings,
+        )
         if self.mode == "offline" and not quiet:
-            print(f"wandb: {why or 'offline mode'}; recording offline in {run_folder(self)} (upload later with `wandb sync {run_folder(self)}`)")
+            print(
+                f"wandb: {why or 'offline mode'}; recording offline in {run_folder(self)} "
+                f"(upload later with `wandb sync {run_folder(self)}`)"
+            )
 
 # %% ../nbs/08_experiment_tracking.ipynb #c012
 def _on_step(self, step: int, metrics: dict) -> None:
     "Log step metrics (e.g. the running training loss)."
-    if self.run: self.run.log(dict(metrics), step=step)
+    if self.run:
+        self.run.log(dict(metrics), step=step)
+
 
 def _on_epoch_end(self, row: dict, checkpoint=None, step: int | None = None) -> None:
     "Log an epoch's metrics; when `checkpoint` is a file, log it as a new version of the model artifact."
-    if not self.run: return
+    if not self.run:
+        return
     self.run.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
     if checkpoint and Path(checkpoint).exists():
         import wandb
+
         metric = next((k for k in ("valid_auc", "valid_accuracy") if k in row), None)
         aliases = [f"epoch-{row['epoch']}", "latest"]
         if metric and row[metric] == row[metric] and (self.best is None or row[metric] > self.best):
-            self.best = row[metric]; aliases.append("best")
-        art = wandb.Artifact(self.artifact, type="model", metadata={k: v for k, v in row.items() if isinstance(v, (int, float))})
+            self.best = row[metric]
+            aliases.append("best")
+        art = wandb.Artifact(
+            self.artifact,
+            type="model",
+            metadata={k: v for k, v in row.items() if isinstance(v, (int, float))},
+        )
         art.add_file(str(checkpoint), name="model.pt")  # every engine's checkpoint is one file
         self.run.log_artifact(art, aliases=aliases)
 
+
 def _finish(self, exit_code: int = 0) -> None:
     "Finish the run (idempotent); a non-zero exit code marks it failed in W&B."
-    if self.run: self.run.finish(exit_code=exit_code); self.run = None
+    if self.run:
+        self.run.finish(exit_code=exit_code)
+        self.run = None
+
 
 Tracker.on_step, Tracker.on_epoch_end, Tracker.finish = _on_step, _on_epoch_end, _finish
 Tracker.__enter__ = lambda self: self
@@ -138,20 +197,33 @@ def run_folder(tracker: Tracker) -> Path | None:
 
 # %% ../nbs/08_experiment_tracking.ipynb #c019
 def read_records(path) -> list:
-    "Every Record in a W&B transaction log (run-<id>.wandb), decoded with wandb's own protobuf classes; CRCs checked."
+    """Every Record in a W&B transaction log (run-<id>.wandb), decoded with wandb's own protobuf classes;
+    CRCs checked."""
     from wandb.proto import wandb_internal_pb2 as pb
+
     data, block, records, pending, pos = Path(path).read_bytes(), 32 * 1024, [], b"", 7
-    if data[:4] != b":W&B": raise CourseLibError(f"{path} is not a W&B transaction log")
+    if data[:4] != b":W&B":
+        raise CourseLibError(f"{path} is not a W&B transaction log")
     while pos + 7 <= len(data):
-        if block - pos % block < 7: pos += block - pos % block; continue  # block trailer too small for a header
-        crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        if kind == 0 and length == 0: pos += block - pos % block; continue  # zero padding
-        chunk = data[pos + 7:pos + 7 + length]
-        if len(chunk) < length: break  # a chunk still being written
-        if zlib.crc32(bytes([kind]) + chunk) != crc: raise CourseLibError(f"{path}: bad CRC in the chunk at byte {pos}")
-        pending += chunk; pos += 7 + length
+        if block - pos % block < 7:
+            pos += block - pos % block
+            continue  # block trailer too small for a header
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0 and length == 0:
+            pos += block - pos % block
+            continue  # zero padding
+        chunk = data[pos + 7 : pos + 7 + length]
+        if len(chunk) < length:
+            break  # a chunk still being written
+        if zlib.crc32(bytes([kind]) + chunk) != crc:
+            raise CourseLibError(f"{path}: bad CRC in the chunk at byte {pos}")
+        pending += chunk
+        pos += 7 + length
         if kind in (1, 4):  # FULL or LAST: a whole record is assembled
-            r = pb.Record(); r.ParseFromString(pending); records.append(r); pending = b""
+            r = pb.Record()
+            r.ParseFromString(pending)
+            records.append(r)
+            pending = b""
     return records
 
 # %% ../nbs/08_experiment_tracking.ipynb #c020
@@ -159,33 +231,56 @@ def _values(items, internal: bool = False) -> dict:
     "A record's key/value_json items as a dict; W&B's internal `_` keys only when `internal`."
     return {i.key: json.loads(i.value_json) for i in items if internal or not i.key.startswith("_")}
 
+
 def finished_records(log, timeout: float = 60.0) -> list:
     "The records of a finished run, waiting up to `timeout` s for W&B to write its closing `exit` record."
     deadline = time.monotonic() + timeout
     while True:
         records = read_records(log)
-        if any(r.WhichOneof("record_type") == "exit" for r in records): return records
+        if any(r.WhichOneof("record_type") == "exit" for r in records):
+            return records
         if time.monotonic() > deadline:
-            raise CourseLibError(f"{log} has no exit record after {timeout:g} s: the run is still going or was killed")
+            raise CourseLibError(
+                f"{log} has no exit record after {timeout:g} s: the run is still going or was killed"
+            )
         time.sleep(0.2)
 
+
 def read_offline_run(folder, timeout: float = 60.0) -> dict:
-    "Config, history rows, summary and artifacts (name, aliases, files with digests) of a finished run folder on disk."
+    """Config, history rows, summary and artifacts (name, aliases, files with digests) of a finished run
+    folder on disk."""
     logs = sorted(Path(folder).glob("run-*.wandb"))
-    if not logs: raise CourseLibError(f"no run-*.wandb file in {folder}")
+    if not logs:
+        raise CourseLibError(f"no run-*.wandb file in {folder}")
     out = dict(config={}, history=[], summary={}, artifacts=[], run={})
     for r in finished_records(logs[0], timeout):
         kind = r.WhichOneof("record_type")
         if kind == "run":
-            out["run"] = dict(id=r.run.run_id, project=r.run.project, group=r.run.run_group, name=r.run.display_name)
+            out["run"] = dict(
+                id=r.run.run_id, project=r.run.project, group=r.run.run_group, name=r.run.display_name
+            )
             out["config"].update(_values(r.run.config.update))
-        elif kind == "config": out["config"].update(_values(r.config.update))
-        elif kind == "history": out["history"].append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item})
-        elif kind == "summary": out["summary"].update(_values(r.summary.update, internal=True))
+        elif kind == "config":
+            out["config"].update(_values(r.config.update))
+        elif kind == "history":
+            out["history"].append(
+                {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+            )
+        elif kind == "summary":
+            out["summary"].update(_values(r.summary.update, internal=True))
         elif kind == "artifact":
             a = r.artifact
-            out["artifacts"].append(dict(name=a.name, type=a.type, aliases=list(a.aliases), digest=a.digest,
-                                         files={e.path: dict(digest=e.digest, local_path=e.local_path) for e in a.manifest.contents}))
+            out["artifacts"].append(
+                dict(
+                    name=a.name,
+                    type=a.type,
+                    aliases=list(a.aliases),
+                    digest=a.digest,
+                    files={
+                        e.path: dict(digest=e.digest, local_path=e.local_path) for e in a.manifest.contents
+                    },
+                )
+            )
     return out
 
 # %% ../nbs/08_experiment_tracking.ipynb #c029
@@ -193,6 +288,7 @@ def wandb_logger(project: str, config: dict, mode=None, group=None, name=None, d
     "A Lightning WandbLogger with the course's key and offline rules (None when tracking is disabled)."
     import wandb
     from pytorch_lightning.loggers import WandbLogger
+
     mode, why = resolve_mode(mode)
     if mode == "disabled":
         return None
@@ -201,12 +297,30 @@ def wandb_logger(project: str, config: dict, mode=None, group=None, name=None, d
     os.environ.setdefault("WANDB_SILENT", "true")
     settings = wandb.Settings(console="off", x_disable_stats=True)
     # no reinit= here: wandb does not support its reinit options together with the Lightning integration
-    return WandbLogger(project=project, config=config, mode=mode, group=group, name=name,
-                       save_dir=str(dir or "."), log_model="all", settings=settings)
+    return WandbLogger(
+        project=project,
+        config=config,
+        mode=mode,
+        group=group,
+        name=name,
+        save_dir=str(dir or "."),
+        log_model="all",
+        settings=settings,
+    )
 
 # %% ../nbs/08_experiment_tracking.ipynb #c032
-def xla_tracker(rank: int, world: int, project: str, config: dict, mode=None, group=None, per_core: bool = False, dir=None):
+def xla_tracker(
+    rank: int, world: int, project: str, config: dict, mode=None, group=None, per_core: bool = False, dir=None
+):
     "The Tracker for XLA replica `rank`: on the master only, or (per_core) one run per core in one group."
-    if rank != 0 and not per_core: return None
-    return Tracker(project, config, mode, group=group or f"xla-{config.get('arch', 'model')}",
-                   name=f"core-{rank}" if per_core else "master", dir=dir, quiet=rank != 0)
+    if rank != 0 and not per_core:
+        return None
+    return Tracker(
+        project,
+        config,
+        mode,
+        group=group or f"xla-{config.get('arch', 'model')}",
+        name=f"core-{rank}" if per_core else "master",
+        dir=dir,
+        quiet=rank != 0,
+    )

@@ -18,18 +18,25 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 from .data import CourseLibError
-from .engine import (WeightedFocalLoss, autocast, create_model,
-                               history_dict, save_checkpoint, seed_everything)
+from course_lib.engine import (
+    WeightedFocalLoss,
+    autocast,
+    create_model,
+    history_dict,
+    save_checkpoint,
+    seed_everything,
+)
 
 # %% auto #0
 __all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'compile_count', 'XlaReplicas', 'Task', 'simple_cnn', 'fashion_task',
-           'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'require_xla', 'train_xla',
+           'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'require_xla', 'xla_device_type', 'train_xla',
            'check_no_recompilation']
 
 # %% ../nbs/07_tpu.ipynb #c011
 def compile_count() -> int:
     "Number of XLA graph compilations so far in this process."
     import torch_xla.debug.metrics as met
+
     data = met.metric_data("CompileTime")
     return int(data[0]) if data else 0
 
@@ -40,21 +47,25 @@ class XlaReplicas:
     def info(self) -> tuple[int, int]:
         "(number of replicas, this replica's ordinal)."
         import torch_xla.runtime as xr
+
         return xr.world_size(), xr.global_ordinal()
 
     def optimizer_step(self, optimizer) -> None:
         "Average the gradients over all replicas (an all-reduce), then step."
         import torch_xla.core.xla_model as xm
+
         xm.optimizer_step(optimizer)
 
     def gather(self, tensor: torch.Tensor) -> torch.Tensor:
         "Every replica's `tensor` (the same shape on each), concatenated along dim 0 in ordinal order."
         import torch_xla.core.xla_model as xm
+
         return xm.all_gather(tensor, dim=0)
 
 # %% ../nbs/07_tpu.ipynb #c019
 class Task(NamedTuple):
     "What `_run` trains: the two datasets, the model, the loss and the metric's name."
+
     train: torch.utils.data.Dataset
     valid: torch.utils.data.Dataset
     model: nn.Module
@@ -62,16 +73,25 @@ class Task(NamedTuple):
     metric: str
     keyed: bool = False  # the training set takes chapter 02's (epoch, index) keys
 
+
 def simple_cnn(num_classes: int = 10) -> nn.Module:
     "A small CNN without BatchNorm or dropout: its gradient does not depend on how a batch is split."
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes))
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, num_classes),
+    )
+
 
 def _classifier(arch: str, num_classes: int, pretrained: bool = False) -> nn.Module:
     "AlexNet, simple-cnn, or any chapter 03 architecture, with `num_classes` outputs."
     import torchvision
+
     if arch == "alexnet":
         return torchvision.models.alexnet(num_classes=num_classes)
     if arch == "simple-cnn":
@@ -83,18 +103,31 @@ def fashion_task(flags: dict) -> Task:
     "FashionMNIST at `img_size` px, RGB, ImageNet-normalised (the post's transforms); accuracy."
     from torchvision import transforms as T
     from course_lib.data import fashion_mnist
-    tf = T.Compose([T.Resize((flags["img_size"],) * 2), T.Grayscale(3), T.ToTensor(),
-                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-    train, valid = [fashion_mnist(flags["data_dir"], split, download=flags["download"],
-                                  transform=tf, smoke=flags["smoke"]) for split in (True, False)]
+
+    tf = T.Compose(
+        [
+            T.Resize((flags["img_size"],) * 2),
+            T.Grayscale(3),
+            T.ToTensor(),
+            T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+        ]
+    )
+    train, valid = [
+        fashion_mnist(
+            flags["data_dir"], split, download=flags["download"], transform=tf, smoke=flags["smoke"]
+        )
+        for split in (True, False)
+    ]
     model = _classifier(flags["arch"], 10, flags["pretrained"])
     return Task(train, valid, model, nn.CrossEntropyLoss(), "valid_accuracy")
+
 
 def melanoma_task(flags: dict) -> Task:
     "Chapters 02-03's melanoma data (one fold), model and focal loss; ROC AUC."
     import pandas as pd
     from course_lib.data import add_folds
     from course_lib.dataset import MelanomaDataset, get_transforms, image_path
+
     d = Path(flags["data_dir"])
     df = add_folds(pd.read_csv(d / "train.csv"), seed=flags["seed"])
     datasets = []
@@ -106,20 +139,24 @@ def melanoma_task(flags: dict) -> Task:
     model = _classifier(flags["arch"], 1, flags["pretrained"])
     return Task(*datasets, model, WeightedFocalLoss(), "valid_auc", keyed=True)
 
+
 TASKS = {"fashion": fashion_task, "melanoma": melanoma_task}
 
 # %% ../nbs/07_tpu.ipynb #c022
 class EpochDistributedSampler(DistributedSampler):
     "This replica's shard as chapter 02's (epoch, index) keys: augmentations follow (seed, epoch, index)."
+
     def __iter__(self):
         return iter([(self.epoch, i) for i in super().__iter__()])
+
 
 def make_loaders(task: Task, world: int, rank: int, flags: dict):
     "One replica's (sampler, train loader, valid loader): a training shard, every world-th valid image."
     sampler_class = EpochDistributedSampler if task.keyed else DistributedSampler
     sampler = sampler_class(task.train, num_replicas=world, rank=rank, shuffle=True, seed=flags["seed"])
-    train_loader = DataLoader(task.train, flags["batch_size"], sampler=sampler, drop_last=True,
-                              num_workers=flags["num_workers"])
+    train_loader = DataLoader(
+        task.train, flags["batch_size"], sampler=sampler, drop_last=True, num_workers=flags["num_workers"]
+    )
     shard = Subset(task.valid, range(rank, len(task.valid), world))
     valid_loader = DataLoader(shard, flags["batch_size"], num_workers=flags["num_workers"])
     return sampler, train_loader, valid_loader
@@ -151,10 +188,12 @@ def _gather_rows(replicas, t: torch.Tensor, rows: int) -> torch.Tensor:
     parts = replicas.gather(torch.cat([t, padding])).cpu().split(rows)
     return torch.cat([part[:n] for part, n in zip(parts, counts)])
 
+
 @torch.no_grad()
 def _validate(r: SimpleNamespace, loader, precision: str) -> dict:
     "Loss and metric over all replicas' validation shards."
     from torchmetrics.functional.classification import binary_auroc
+
     r.model.eval()
     logits, targets = [], []
     for x, y in loader:
@@ -177,6 +216,7 @@ def _validate(r: SimpleNamespace, loader, precision: str) -> dict:
 def _setup(flags: dict) -> SimpleNamespace:
     "One replica's device, task, loaders, model and optimizer."
     import torch_xla
+
     replicas = flags["replicas"] or XlaReplicas()
     world, rank = replicas.info()
     seed_everything(flags["seed"])  # the same initial weights on every replica
@@ -186,16 +226,27 @@ def _setup(flags: dict) -> SimpleNamespace:
     model = task.model.to(device)
     lr = flags["lr"] * world  # global batch = world x batch_size
     return SimpleNamespace(
-        replicas=replicas, world=world, rank=rank, device=device, metric=task.metric,
-        model=model, loss_fn=copy.deepcopy(task.loss_fn).to(device), loss_fn_cpu=task.loss_fn,
+        replicas=replicas,
+        world=world,
+        rank=rank,
+        device=device,
+        metric=task.metric,
+        model=model,
+        loss_fn=copy.deepcopy(task.loss_fn).to(device),
+        loss_fn_cpu=task.loss_fn,
         optimizer=torch.optim.Adam(model.parameters(), lr=lr),
-        sampler=sampler, train_loader=train_loader, valid_loader=valid_loader,
-        n_batches=len(train_loader), n_valid=len(task.valid))
+        sampler=sampler,
+        train_loader=train_loader,
+        valid_loader=valid_loader,
+        n_batches=len(train_loader),
+        n_valid=len(task.valid),
+    )
 
 # %% ../nbs/07_tpu.ipynb #c030
 def _epoch(r: SimpleNamespace, epoch: int, flags: dict) -> dict:
     "Train and validate one epoch; the master replica saves the checkpoint. Returns the epoch's row."
     import torch_xla.distributed.parallel_loader as pl
+
     start = time.time()
     r.sampler.set_epoch(epoch)
     train = pl.MpDeviceLoader(r.train_loader, r.device)
@@ -206,8 +257,15 @@ def _epoch(r: SimpleNamespace, epoch: int, flags: dict) -> dict:
     if r.rank == 0:
         weights = {k: v.cpu() for k, v in r.model.state_dict().items()}
         save_checkpoint(_checkpoint(flags), model=weights, epoch=epoch, arch=flags["arch"])
-    return dict(epoch=epoch, train_loss=(sums[0] / sums[1]).item(), **ev,
-                seconds=round(time.time() - start, 3), compiles=compile_count(), replicas=r.world)
+    return dict(
+        epoch=epoch,
+        train_loss=(sums[0] / sums[1]).item(),
+        **ev,
+        seconds=round(time.time() - start, 3),
+        compiles=compile_count(),
+        replicas=r.world,
+    )
+
 
 def _checkpoint(flags: dict) -> Path:
     "Where the master replica saves the last epoch's weights."
@@ -223,16 +281,22 @@ def _run(index: int, flags: dict) -> None:
         for epoch in range(flags["epochs"]):
             rows.append(_epoch(r, epoch, flags))
             if r.rank == 0:
-                print(f"epoch {epoch}: " + ", ".join(f"{k} {v:.4f}" for k, v in rows[-1].items()
-                                                    if isinstance(v, float)), flush=True)
+                print(
+                    f"epoch {epoch}: "
+                    + ", ".join(f"{k} {v:.4f}" for k, v in rows[-1].items() if isinstance(v, float)),
+                    flush=True,
+                )
             if tracker:
                 tracker.on_epoch_end(rows[-1], _checkpoint(flags) if r.rank == 0 else None, step=epoch)
     except BaseException:
-        if tracker: tracker.finish(exit_code=1)
+        if tracker:
+            tracker.finish(exit_code=1)
         raise
-    if tracker: tracker.finish()
+    if tracker:
+        tracker.finish()
     if r.rank == 0:
         _write_history(Path(flags["out"]), r.metric, rows)
+
 
 def _write_history(out: Path, metric: str, rows: list[dict]) -> None:
     "xla_history.json, in the format of the other engines."
@@ -245,18 +309,45 @@ def _write_history(out: Path, metric: str, rows: list[dict]) -> None:
 
 # %% ../nbs/07_tpu.ipynb #c033
 XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16
-XLA_DEFAULTS = dict(task="fashion", data_dir=None, smoke=False, download=False, arch="resnet50",
-                    pretrained=False, img_size=128, batch_size=128, epochs=2, lr=1e-3, precision="32",
-                    accumulate=1, num_workers=0, seed=42, fold=0, out="runs/xla", tracker=None,
-                    replicas=None, start_method="fork")
+XLA_DEFAULTS = dict(
+    task="fashion",
+    data_dir=None,
+    smoke=False,
+    download=False,
+    arch="resnet50",
+    pretrained=False,
+    img_size=128,
+    batch_size=128,
+    epochs=2,
+    lr=1e-3,
+    precision="32",
+    accumulate=1,
+    num_workers=0,
+    seed=42,
+    fold=0,
+    out="runs/xla",
+    tracker=None,
+    replicas=None,
+    start_method="fork",
+)
 
-def require_xla() -> str:
-    "Refuse clearly without torch_xla; else the device type torch_xla chose ('TPU', or 'CPU' without one)."
+
+def require_xla() -> None:
+    "Refuse clearly when torch_xla is not installed (without importing it)."
     if importlib.util.find_spec("torch_xla") is None:
-        raise CourseLibError("torch_xla is not installed: on a TPU VM run `pip install torch_xla[tpu]`; "
-                             "elsewhere `pip install course_lib[tpu]` to run it on the CPU")
+        raise CourseLibError(
+            "torch_xla is not installed: on a TPU VM run `pip install torch_xla[tpu]`; "
+            "elsewhere `pip install course_lib[tpu]` to run it on the CPU"
+        )
+
+
+def xla_device_type() -> str:
+    "The device type torch_xla chose: 'TPU' when it finds one, else 'CPU' (importing it decides)."
+    require_xla()
     import torch_xla.runtime as xr  # the import sets PJRT_DEVICE when it is unset
+
     return xr.device_type()
+
 
 def _check_flags(flags: dict) -> None:
     "One clear error for a bad setting, before any process starts."
@@ -270,12 +361,14 @@ def _check_flags(flags: dict) -> None:
     if flags["epochs"] < 1 or flags["accumulate"] < 1:
         raise CourseLibError("--epochs and --accumulate must be at least 1")
 
+
 def train_xla(**flags) -> dict:
     "Train on every XLA device with `torch_xla.launch`; returns the history (the other engines' format)."
     flags = {**XLA_DEFAULTS, **flags}
     _check_flags(flags)
-    require_xla()
+    print(f"XLA device type: {xla_device_type()}")
     import torch_xla
+
     out = Path(flags["out"])
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     (out / "xla_history.json").unlink(missing_ok=True)
@@ -289,6 +382,8 @@ def check_no_recompilation(rows: list[dict], warmup_epochs: int = 2) -> None:
     "Raise when the compilation count still grows after `warmup_epochs` epochs (a recompilation per step)."
     counts = [r["compiles"] for r in rows]
     if len(counts) > warmup_epochs and counts[-1] > counts[warmup_epochs - 1]:
-        raise CourseLibError(f"XLA recompiled after warm-up: compilations per epoch {counts}; look for "
-                             "changing shapes (drop_last=False), .item() inside the step, "
-                             "or Python branches on tensor values")
+        raise CourseLibError(
+            f"XLA recompiled after warm-up: compilations per epoch {counts}; look for "
+            "changing shapes (drop_last=False), .item() inside the step, "
+            "or Python branches on tensor values"
+        )

@@ -1,4 +1,6 @@
-import os, subprocess, sys
+import os
+import subprocess
+import sys
 from pathlib import Path
 import pytest
 
@@ -11,14 +13,22 @@ os.environ.setdefault("WANDB_MODE", "disabled")  # tracking tests ask for offlin
 
 def run_cli(*args, env=None, cwd=None, timeout=600):
     "Run the installed `course-lib` program; returns the CompletedProcess (text mode)."
-    return subprocess.run([str(BIN / "course-lib"), *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd or REPO, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(BIN / "course-lib"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd or REPO,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory):
     "A small generated sample set in the Kaggle layout, shared by the session's tests."
     from course_lib.data import make_sample_dataset
+
     return make_sample_dataset(tmp_path_factory.mktemp("sample") / "melanoma", n=120, img_size=48, seed=7)
 
 

@@ -1,7 +1,10 @@
 """Every bad input we tried, through the real command line: one clear line, exit 1, nothing written.
 
-The table CASES is the source of the "Bad input" table in README.md (Troubleshooting); a test keeps them in sync."""
-import re, shutil
+The table CASES is the source of the "Bad input" table in README.md (Troubleshooting); a test keeps them in
+sync."""
+
+import re
+import shutil
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,52 +13,136 @@ from conftest import REPO, run_cli
 from course_lib.dataset import validate_table
 
 
-def _first(d, df): return d / "train" / f"{df.image_name[0]}.jpg"
+def _first(d, df):
+    return d / "train" / f"{df.image_name[0]}.jpg"
 
-def _csv(d, df): df.to_csv(d / "train.csv", index=False)
+
+def _csv(d, df):
+    df.to_csv(d / "train.csv", index=False)
+
 
 CASES = [  # (bad input, how it is made, extra arguments, what the user sees)
-    ("corrupt JPEG (not an image)", lambda d, df: _first(d, df).write_bytes(b"not a jpeg" * 20), [],
-     r"1 image\(s\) cannot be used: ISIC_\d+\.jpg unreadable \(UnidentifiedImageError\)"),
-    ("truncated JPEG", lambda d, df: _first(d, df).write_bytes(_first(d, df).read_bytes()[:300]), [],
-     r"1 image\(s\) cannot be used: ISIC_\d+\.jpg unreadable \(OSError\)"),
+    (
+        "corrupt JPEG (not an image)",
+        lambda d, df: _first(d, df).write_bytes(b"not a jpeg" * 20),
+        [],
+        r"1 image\(s\) cannot be used: ISIC_\d+\.jpg unreadable \(UnidentifiedImageError\)",
+    ),
+    (
+        "truncated JPEG",
+        lambda d, df: _first(d, df).write_bytes(_first(d, df).read_bytes()[:300]),
+        [],
+        r"1 image\(s\) cannot be used: ISIC_\d+\.jpg unreadable \(OSError\)",
+    ),
     ("zero-byte image file", lambda d, df: _first(d, df).write_bytes(b""), [], r"ISIC_\d+\.jpg empty file"),
     ("missing image file", lambda d, df: _first(d, df).unlink(), [], r"ISIC_\d+\.jpg missing"),
-    ("CSV without the target column", lambda d, df: _csv(d, df.drop(columns="target")), [], r"train\.csv lacks column\(s\) target; found"),
-    ("label values other than 0/1", lambda d, df: _csv(d, df.assign(target=np.where(df.index == 2, 3, df.target))), [],
-     r"target must be 0 or 1; 1 rows are not"),
+    (
+        "CSV without the target column",
+        lambda d, df: _csv(d, df.drop(columns="target")),
+        [],
+        r"train\.csv lacks column\(s\) target; found",
+    ),
+    (
+        "label values other than 0/1",
+        lambda d, df: _csv(d, df.assign(target=np.where(df.index == 2, 3, df.target))),
+        [],
+        r"target must be 0 or 1; 1 rows are not",
+    ),
     ("empty table (header only)", lambda d, df: _csv(d, df.iloc[:0]), [], r"train\.csv has no rows"),
-    ("image_name with ../", lambda d, df: _csv(d, df.assign(image_name=["../../etc/x"] + list(df.image_name[1:]))), [],
-     r"points outside"),
-    ("image_name that is an absolute path", lambda d, df: _csv(d, df.assign(image_name=["/etc/passwd"] + list(df.image_name[1:]))), [],
-     r"points outside"),
-    ("CSV that is not UTF-8", lambda d, df: (d / "train.csv").write_bytes((d / "train.csv").read_bytes() + "é,x\n".encode("latin-1")), [],
-     r"is not UTF-8 text: save it as UTF-8 CSV"),
+    (
+        "image_name with ../",
+        lambda d, df: _csv(d, df.assign(image_name=["../../etc/x"] + list(df.image_name[1:]))),
+        [],
+        r"points outside",
+    ),
+    (
+        "image_name that is an absolute path",
+        lambda d, df: _csv(d, df.assign(image_name=["/etc/passwd"] + list(df.image_name[1:]))),
+        [],
+        r"points outside",
+    ),
+    (
+        "CSV that is not UTF-8",
+        lambda d, df: (d / "train.csv").write_bytes(
+            (d / "train.csv").read_bytes() + "é,x\n".encode("latin-1")
+        ),
+        [],
+        r"is not UTF-8 text: save it as UTF-8 CSV",
+    ),
     ("unknown --arch", None, ["--arch", "vgg99"], r"unknown --arch 'vgg99'; choose one of"),
     ("--accumulate 0", None, ["--accumulate", "0"], r"--accumulate must be at least 1, got 0"),
     ("negative --epochs", None, ["--epochs", "-2"], r"--epochs must be at least 1, got -2"),
     ("--precision 8", None, ["--precision", "8"], r"--precision must be one of 32, 16-mixed, bf16-mixed"),
-    ("--engine xla with fp16", None, ["--engine", "xla", "--precision", "16-mixed"], r"--engine xla supports --precision 32 or bf16-mixed"),
-    ("--engine xla with --normalize-on-device", None, ["--engine", "xla", "--normalize-on-device"],
-     r"--normalize-on-device is supported by the pytorch and lightning engines, not xla"),
+    (
+        "--engine xla with fp16",
+        None,
+        ["--engine", "xla", "--precision", "16-mixed"],
+        r"--engine xla supports --precision 32 or bf16-mixed",
+    ),
+    (
+        "--engine xla with --normalize-on-device",
+        None,
+        ["--engine", "xla", "--normalize-on-device"],
+        r"--normalize-on-device is supported by the pytorch and lightning engines, not xla",
+    ),
     ("--resume with nothing to resume", None, ["--resume"], r"--resume: no checkpoints in"),
-    ("a data folder that does not exist", None, ["--data", "/no/such/folder"], r"--data /no/such/folder is not a folder"),
-    ("a data folder without train.csv", lambda d, df: (d / "train.csv").unlink(), [], r"has no train\.csv \(expected the Kaggle layout\)"),
+    (
+        "a data folder that does not exist",
+        None,
+        ["--data", "/no/such/folder"],
+        r"--data /no/such/folder is not a folder",
+    ),
+    (
+        "a data folder without train.csv",
+        lambda d, df: (d / "train.csv").unlink(),
+        [],
+        r"has no train\.csv \(expected the Kaggle layout\)",
+    ),
     ("--num-workers -1", None, ["--num-workers", "-1"], r"--num-workers must be 0 or more, got -1"),
-    ("--fold beyond the folds (pytorch)", None, ["--fold", "7"], r"--fold 7 does not exist: the table is split into 5 folds, 0 to 4"),
-    ("--fold beyond the folds (lightning)", None, ["--engine", "lightning", "--fold", "5"], r"--fold 5 does not exist"),
+    (
+        "--fold beyond the folds (pytorch)",
+        None,
+        ["--fold", "7"],
+        r"--fold 7 does not exist: the table is split into 5 folds, 0 to 4",
+    ),
+    (
+        "--fold beyond the folds (lightning)",
+        None,
+        ["--engine", "lightning", "--fold", "5"],
+        r"--fold 5 does not exist",
+    ),
     ("--fold beyond the folds (xla)", None, ["--engine", "xla", "--fold", "9"], r"--fold 9 does not exist"),
-    ("--engine xla with --channels-last", None, ["--engine", "xla", "--channels-last"],
-     r"--channels-last is supported by the pytorch and lightning engines, not xla"),
-    ("--devices 2 with the pytorch engine", None, ["--devices", "2"], r"--devices 2 needs --engine lightning \(DDP\)"),
+    (
+        "--engine xla with --channels-last",
+        None,
+        ["--engine", "xla", "--channels-last"],
+        r"--channels-last is supported by the pytorch and lightning engines, not xla",
+    ),
+    (
+        "--devices 2 with the pytorch engine",
+        None,
+        ["--devices", "2"],
+        r"--devices 2 needs --engine lightning \(DDP\)",
+    ),
 ]
 
-OFFLINE = {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}  # a closed port: no download works
+OFFLINE = {
+    "https_proxy": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+}  # a closed port: no download works
 ENV_CASES = [  # (bad input, environment, extra arguments, what the user sees)
-    ("WANDB_MODE set to a value wandb rejects", {"WANDB_MODE": "sometimes"}, [],
-     r"WANDB_MODE='sometimes' is not a W&B mode: set it to online, offline or disabled, or unset it"),
-    ("--pretrained without internet", OFFLINE, ["--pretrained", "--arch", "resnet18"],
-     r"no pretrained resnet18 weights could be loaded \(URLError.*--allow-random-init"),
+    (
+        "WANDB_MODE set to a value wandb rejects",
+        {"WANDB_MODE": "sometimes"},
+        [],
+        r"WANDB_MODE='sometimes' is not a W&B mode: set it to online, offline or disabled, or unset it",
+    ),
+    (
+        "--pretrained without internet",
+        OFFLINE,
+        ["--pretrained", "--arch", "resnet18"],
+        r"no pretrained resnet18 weights could be loaded \(URLError.*--allow-random-init",
+    ),
 ]
 
 
@@ -68,47 +155,99 @@ def data_copy(sample_dir, tmp_path):
 @pytest.mark.parametrize("what, damage, args, message", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_exit_1_nothing_written(what, damage, args, message, data_copy, tmp_path):
     d, df = data_copy
-    if damage: damage(d, df)
+    if damage:
+        damage(d, df)
     data = [] if "--data" in args else ["--data", d]
     r = run_cli("train", *data, *args, "--out", tmp_path / "out", timeout=300)
     assert r.returncode == 1, (what, r.stdout[-500:], r.stderr[-1500:])
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("course-lib: error: ") and re.search(message, lines[0]), (what, r.stderr)
+    assert len(lines) == 1 and lines[0].startswith("course-lib: error: ") and re.search(message, lines[0]), (
+        what,
+        r.stderr,
+    )
     assert not (tmp_path / "out").exists(), f"{what}: something was written"
 
 
 @pytest.mark.parametrize("what, env, args, message", ENV_CASES, ids=[c[0] for c in ENV_CASES])
 def test_bad_environment_is_one_line_exit_1_nothing_written(what, env, args, message, sample_dir, tmp_path):
-    r = run_cli("train", "--data", sample_dir, *args, "--out", tmp_path / "out", timeout=300,
-                env={**env, "TORCH_HOME": str(tmp_path / "torch")})  # an empty weights cache
+    r = run_cli(
+        "train",
+        "--data",
+        sample_dir,
+        *args,
+        "--out",
+        tmp_path / "out",
+        timeout=300,
+        env={**env, "TORCH_HOME": str(tmp_path / "torch")},
+    )  # an empty weights cache
     assert r.returncode == 1, (what, r.stdout[-500:], r.stderr[-1500:])
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("course-lib: error: ") and re.search(message, lines[0]), (what, r.stderr)
+    assert len(lines) == 1 and lines[0].startswith("course-lib: error: ") and re.search(message, lines[0]), (
+        what,
+        r.stderr,
+    )
     assert not (tmp_path / "out").exists(), f"{what}: something was written"
 
 
 @pytest.mark.slow
 def test_allow_random_init_trains_without_weights(sample_dir, tmp_path):
-    r = run_cli("train", "--data", sample_dir, "--pretrained", "--allow-random-init", "--arch", "resnet18",
-                "--epochs", "1", "--img-size", "32", "--out", tmp_path / "out", timeout=300,
-                env={**OFFLINE, "TORCH_HOME": str(tmp_path / "torch")})
+    r = run_cli(
+        "train",
+        "--data",
+        sample_dir,
+        "--pretrained",
+        "--allow-random-init",
+        "--arch",
+        "resnet18",
+        "--epochs",
+        "1",
+        "--img-size",
+        "32",
+        "--out",
+        tmp_path / "out",
+        timeout=300,
+        env={**OFFLINE, "TORCH_HOME": str(tmp_path / "torch")},
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "notice: no pretrained resnet18 weights" in r.stdout and (tmp_path / "out" / "metrics.json").exists()
+    assert (
+        "notice: no pretrained resnet18 weights" in r.stdout and (tmp_path / "out" / "metrics.json").exists()
+    )
 
 
 @pytest.mark.slow
 def test_resume_with_other_settings_names_them(sample_dir, tmp_path):
     out = tmp_path / "out"
+
     def train(epochs, img_size, *extra):
-        return run_cli("train", "--data", sample_dir, "--arch", "resnet18", "--epochs", epochs, "--img-size", img_size,
-                       "--out", out, *extra, timeout=300)
+        return run_cli(
+            "train",
+            "--data",
+            sample_dir,
+            "--arch",
+            "resnet18",
+            "--epochs",
+            epochs,
+            "--img-size",
+            img_size,
+            "--out",
+            out,
+            *extra,
+            timeout=300,
+        )
+
     assert train(1, 32).returncode == 0
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     r = train(3, 48, "--lr", "0.01", "--resume")
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--resume with settings that differ from the checkpoint's run" in lines[0], r.stderr
-    assert "img_size was 32, now 48" in lines[0] and "lr was 0.0005, now 0.01" in lines[0] and "epochs" not in lines[0]
+    assert len(lines) == 1 and "--resume with settings that differ from the checkpoint's run" in lines[0], (
+        r.stderr
+    )
+    assert (
+        "img_size was 32, now 48" in lines[0]
+        and "lr was 0.0005, now 0.01" in lines[0]
+        and "epochs" not in lines[0]
+    )
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before, "nothing was touched"
     assert train(2, 32, "--resume").returncode == 0, "more epochs with the same settings resume"
 
@@ -119,11 +258,23 @@ def test_readme_lists_every_bad_input():
         assert f"| {what} |" in readme, f"README's bad-input table lacks: {what}"
 
 
-@pytest.mark.parametrize("convert, notice", [
-    (lambda p: Image.open(p).convert("RGBA").save(p, format="PNG"), "are not RGB (grayscale or alpha); they are converted"),
-    (lambda p: Image.open(p).convert("L").save(p, format="JPEG"), "are not RGB (grayscale or alpha); they are converted"),
-    (lambda p: Image.open(p).resize((30, 20)).save(p, format="JPEG"), "differ from the table's width/height (e.g. "),
-])
+@pytest.mark.parametrize(
+    "convert, notice",
+    [
+        (
+            lambda p: Image.open(p).convert("RGBA").save(p, format="PNG"),
+            "are not RGB (grayscale or alpha); they are converted",
+        ),
+        (
+            lambda p: Image.open(p).convert("L").save(p, format="JPEG"),
+            "are not RGB (grayscale or alpha); they are converted",
+        ),
+        (
+            lambda p: Image.open(p).resize((30, 20)).save(p, format="JPEG"),
+            "differ from the table's width/height (e.g. ",
+        ),
+    ],
+)
 def test_fixable_images_are_converted_with_a_notice(convert, notice, data_copy, capsys):
     d, df = data_copy
     convert(_first(d, df))

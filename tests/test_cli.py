@@ -1,4 +1,5 @@
 "The course-lib command line: help, data sample, one-line errors."
+
 import pandas as pd
 from course_lib.data import KAGGLE_COLUMNS
 from conftest import run_cli
@@ -18,7 +19,9 @@ def test_every_subcommand_has_help():
 
 
 def test_data_sample_writes_kaggle_layout(tmp_path):
-    r = run_cli("data", "sample", "--out", tmp_path / "d", "--n", 12, "--img-size", 32, "--seed", 1, timeout=120)
+    r = run_cli(
+        "data", "sample", "--out", tmp_path / "d", "--n", 12, "--img-size", 32, "--seed", 1, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     df = pd.read_csv(tmp_path / "d" / "train.csv")
     assert list(df.columns) == KAGGLE_COLUMNS and len(df) == 12

@@ -1,4 +1,5 @@
 "Chapter 01: the sample generator, folds, Kaggle credentials and FashionMNIST files."
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -31,20 +32,31 @@ def test_sample_is_deterministic_by_seed(tmp_path):
 
 
 def test_positive_rate_is_configurable(tmp_path):
-    df = pd.read_csv(data.make_sample_dataset(tmp_path / "s", n=400, img_size=16, pos_rate=0.05, seed=0) / "train.csv")
+    df = pd.read_csv(
+        data.make_sample_dataset(tmp_path / "s", n=400, img_size=16, pos_rate=0.05, seed=0) / "train.csv"
+    )
     assert 0.02 < df.target.mean() < 0.09
 
 
 def test_malignant_images_differ_learnably():
     "Malignant lesions cover more dark area on average: a signal a model can learn."
-    def dark_fraction(m, s): return (np.asarray(data.make_lesion_image(m, 64, s)).mean(-1) < 110).mean()
+
+    def dark_fraction(m, s):
+        return (np.asarray(data.make_lesion_image(m, 64, s)).mean(-1) < 110).mean()
+
     benign = np.mean([dark_fraction(False, s) for s in range(30)])
     malignant = np.mean([dark_fraction(True, s) for s in range(30)])
     assert malignant > 1.5 * benign
 
 
-@pytest.mark.parametrize("kw, msg", [(dict(n=0), "--n must be at least 1"), (dict(img_size=8), "--img-size must be at least 16"),
-                                     (dict(pos_rate=1.5), "pos_rate must be between 0 and 1")])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(n=0), "--n must be at least 1"),
+        (dict(img_size=8), "--img-size must be at least 16"),
+        (dict(pos_rate=1.5), "pos_rate must be between 0 and 1"),
+    ],
+)
 def test_sample_rejects_bad_parameters(tmp_path, kw, msg):
     with pytest.raises(CourseLibError, match=msg):
         data.make_sample_dataset(tmp_path / "x", **kw)
@@ -99,8 +111,12 @@ def test_kaggle_rejects_unknown_size(tmp_path):
 
 def test_fashion_mnist_sample_loads_with_torchvision(tmp_path):
     from torchvision.datasets import FashionMNIST
+
     root = data.make_fashion_mnist_sample(tmp_path, n_train=50, n_test=10, seed=1)
-    train, test = FashionMNIST(str(root), train=True, download=False), FashionMNIST(str(root), train=False, download=False)
+    train, test = (
+        FashionMNIST(str(root), train=True, download=False),
+        FashionMNIST(str(root), train=False, download=False),
+    )
     assert len(train) == 50 and len(test) == 10
     assert train.data.shape == (50, 28, 28) and train.data.dtype.is_floating_point is False
     assert set(train.targets.tolist()) <= set(range(10))
@@ -111,6 +127,7 @@ def test_fashion_mnist_sample_loads_with_torchvision(tmp_path):
 def test_fashion_mnist_classes_are_learnable(tmp_path):
     "A nearest-class-mean classifier on the generated images beats chance (10%) by far."
     from torchvision.datasets import FashionMNIST
+
     root = data.make_fashion_mnist_sample(tmp_path, n_train=500, n_test=200, seed=2)
     tr, te = FashionMNIST(str(root), train=True), FashionMNIST(str(root), train=False)
     x, y = tr.data.float().flatten(1), tr.targets
@@ -121,14 +138,18 @@ def test_fashion_mnist_classes_are_learnable(tmp_path):
 
 def test_record_results_writes_json(tmp_path):
     import json
+
     out = data.record_results({"auc": 0.5}, tmp_path / "deep" / "r.json")
     assert out == {"auc": 0.5} and json.loads((tmp_path / "deep" / "r.json").read_text()) == {"auc": 0.5}
 
 
 def test_sample_is_built_beside_its_destination_when_tmp_is_another_file_system(tmp_path, monkeypatch):
-    "Colab's Drive or a tmpfs /tmp: the set is assembled next to where it goes, so moving it into place cannot cross devices."
-    import os, tempfile
+    """Colab's Drive or a tmpfs /tmp: the set is assembled next to where it goes, so moving it into place
+    cannot cross devices."""
+    import os
+    import tempfile
     from course_lib.data import make_sample_dataset
+
     other = "/dev/shm"
     if not os.path.isdir(other) or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
         pytest.fail("this test needs /dev/shm on a file system other than the tests' tmp folder")

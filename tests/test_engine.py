@@ -1,5 +1,8 @@
 "Chapters 02-04: table checks, the engine, the Lightning port and their equivalence, course-lib train."
-import json, math, shutil
+
+import json
+import math
+import shutil
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,7 +10,13 @@ import torch
 from PIL import Image
 from course_lib.data import CourseLibError
 from course_lib.dataset import load_image, make_dataloaders, validate_table
-from course_lib.engine import WeightedFocalLoss, create_model, load_checkpoint, save_checkpoint, train_one_epoch
+from course_lib.engine import (
+    WeightedFocalLoss,
+    create_model,
+    load_checkpoint,
+    save_checkpoint,
+    train_one_epoch,
+)
 from conftest import run_cli
 
 
@@ -18,20 +27,39 @@ def data_copy(sample_dir, tmp_path):
     return tmp_path / "d", pd.read_csv(tmp_path / "d" / "train.csv")
 
 
-def _first(d, df): return d / "train" / f"{df.image_name[0]}.jpg"
+def _first(d, df):
+    return d / "train" / f"{df.image_name[0]}.jpg"
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda d, df: (df.drop(columns="target"), d), r"lacks column\(s\) target"),
-    (lambda d, df: (df.iloc[:0], d), "train.csv has no rows"),
-    (lambda d, df: (df.assign(target=np.where(df.index == 3, 2, df.target)), d), "target must be 0 or 1; 1 rows are not"),
-    (lambda d, df: (df.assign(image_name=["../../outside"] + list(df.image_name[1:])), d), "points outside"),
-    (lambda d, df: (df.assign(image_name=["/etc/passwd"] + list(df.image_name[1:])), d), "points outside"),
-    (lambda d, df: (_first(d, df).unlink(), (df, d))[1], r"1 image\(s\) cannot be used: ISIC_\d+.jpg missing"),
-    (lambda d, df: (_first(d, df).write_bytes(b""), (df, d))[1], "empty file"),
-    (lambda d, df: (_first(d, df).write_bytes(_first(d, df).read_bytes()[:200]), (df, d))[1], "unreadable"),
-    (lambda d, df: (_first(d, df).write_bytes(b"not a jpeg at all" * 10), (df, d))[1], "unreadable"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda d, df: (df.drop(columns="target"), d), r"lacks column\(s\) target"),
+        (lambda d, df: (df.iloc[:0], d), "train.csv has no rows"),
+        (
+            lambda d, df: (df.assign(target=np.where(df.index == 3, 2, df.target)), d),
+            "target must be 0 or 1; 1 rows are not",
+        ),
+        (
+            lambda d, df: (df.assign(image_name=["../../outside"] + list(df.image_name[1:])), d),
+            "points outside",
+        ),
+        (
+            lambda d, df: (df.assign(image_name=["/etc/passwd"] + list(df.image_name[1:])), d),
+            "points outside",
+        ),
+        (
+            lambda d, df: (_first(d, df).unlink(), (df, d))[1],
+            r"1 image\(s\) cannot be used: ISIC_\d+.jpg missing",
+        ),
+        (lambda d, df: (_first(d, df).write_bytes(b""), (df, d))[1], "empty file"),
+        (
+            lambda d, df: (_first(d, df).write_bytes(_first(d, df).read_bytes()[:200]), (df, d))[1],
+            "unreadable",
+        ),
+        (lambda d, df: (_first(d, df).write_bytes(b"not a jpeg at all" * 10), (df, d))[1], "unreadable"),
+    ],
+)
 def test_bad_tables_are_refused_up_front(data_copy, damage, message):
     d, df = data_copy
     bad_df, d = damage(d, df)
@@ -43,7 +71,9 @@ def test_grayscale_and_rgba_are_converted_with_a_notice(data_copy, capsys):
     d, df = data_copy
     Image.open(_first(d, df)).convert("L").save(_first(d, df))
     rgba = d / "train" / f"{df.image_name[1]}.jpg"
-    Image.new("RGBA", (48, 48), (255, 0, 0, 128)).save(rgba, format="PNG")  # a PNG with alpha behind a .jpg name
+    Image.new("RGBA", (48, 48), (255, 0, 0, 128)).save(
+        rgba, format="PNG"
+    )  # a PNG with alpha behind a .jpg name
     validate_table(df, d)
     assert "2 image(s) are not RGB" in capsys.readouterr().out
     assert load_image(_first(d, df)).shape == (48, 48, 3) and load_image(rgba).shape == (48, 48, 3)
@@ -51,6 +81,7 @@ def test_grayscale_and_rgba_are_converted_with_a_notice(data_copy, capsys):
 
 def test_dataloaders_give_normalised_batches(sample_dir):
     from course_lib.data import add_folds
+
     df = add_folds(pd.read_csv(sample_dir / "train.csv"))
     tl, vl = make_dataloaders(df, sample_dir, fold=1, img_size=32, batch_size=8)
     x, y = next(iter(tl))
@@ -61,28 +92,41 @@ def test_dataloaders_give_normalised_batches(sample_dir):
 
 
 def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_dir):
-    "normalize_on_device=True: uint8 batches (a quarter of the bytes); the engine and the Lightning module normalise them."
+    """normalize_on_device=True: uint8 batches (a quarter of the bytes); the engine and the Lightning
+    module normalise them."""
     from course_lib.data import add_folds
     from course_lib.dataset import normalize_batch
     from course_lib.engine import evaluate, seed_everything
     from course_lib.lightning import MelanomaModule
+
     df = add_folds(pd.read_csv(sample_dir / "train.csv"))
     runs = {}
     for on_device in (False, True):
-        tl, vl = make_dataloaders(df, sample_dir, fold=0, img_size=32, batch_size=8, normalize_on_device=on_device)
+        tl, vl = make_dataloaders(
+            df, sample_dir, fold=0, img_size=32, batch_size=8, normalize_on_device=on_device
+        )
         x, _ = next(iter(tl))
         assert x.dtype == (torch.uint8 if on_device else torch.float32) and x.shape == (8, 3, 32, 32)
-        seed_everything(0); model = create_model("resnet18"); loss_fn = WeightedFocalLoss()
+        seed_everything(0)
+        model = create_model("resnet18")
+        loss_fn = WeightedFocalLoss()
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         train_loss = train_one_epoch(model, tl, loss_fn, opt, torch.device("cpu"))
-        runs[on_device] = dict(train_loss=train_loss, valid=evaluate(model, vl, loss_fn, torch.device("cpu")), x=x)
+        runs[on_device] = dict(
+            train_loss=train_loss, valid=evaluate(model, vl, loss_fn, torch.device("cpu")), x=x
+        )
     f, u = runs[False], runs[True]
-    assert torch.equal(normalize_batch(u["x"]), f["x"]), "the same crops, normalised bit for bit alike in either place"
+    assert torch.equal(normalize_batch(u["x"]), f["x"]), (
+        "the same crops, normalised bit for bit alike in either place"
+    )
     assert normalize_batch(f["x"]) is f["x"], "float batches pass through"
     assert f["train_loss"] == u["train_loss"] and f["valid"]["valid_loss"] == u["valid"]["valid_loss"]
-    assert f["valid"]["valid_auc"] == u["valid"]["valid_auc"] or (math.isnan(f["valid"]["valid_auc"]) and math.isnan(u["valid"]["valid_auc"]))
+    assert f["valid"]["valid_auc"] == u["valid"]["valid_auc"] or (
+        math.isnan(f["valid"]["valid_auc"]) and math.isnan(u["valid"]["valid_auc"])
+    )
     module = MelanomaModule("resnet18").eval()
-    with torch.no_grad(): assert torch.equal(module(u["x"]), module(f["x"]))
+    with torch.no_grad():
+        assert torch.equal(module(u["x"]), module(f["x"]))
 
 
 def test_focal_loss_matches_the_formula():
@@ -104,9 +148,14 @@ def test_create_model_heads_and_unknown_arch():
 def test_nan_loss_stops_training_with_a_clear_message():
     model = torch.nn.Linear(4, 1)
     loader = [(torch.randn(2, 4), torch.ones(2, 1))] * 3
-    def nan_loss(logits, y): return (logits * float("nan")).mean()
+
+    def nan_loss(logits, y):
+        return (logits * float("nan")).mean()
+
     with pytest.raises(CourseLibError, match="the loss became nan by step 3"):
-        train_one_epoch(model, loader, nan_loss, torch.optim.SGD(model.parameters(), lr=0.1), torch.device("cpu"))
+        train_one_epoch(
+            model, loader, nan_loss, torch.optim.SGD(model.parameters(), lr=0.1), torch.device("cpu")
+        )
 
 
 def test_checkpoints_are_atomic_and_loaded_safely(tmp_path):
@@ -142,12 +191,28 @@ def test_pytorch_and_lightning_agree_per_epoch(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning"])
 def test_normalize_on_device_trains_identically(engine, tmp_path):
-    "--normalize-on-device: uint8 batches normalised by the engine; the same numbers to the last bit as float batches."
+    """--normalize-on-device: uint8 batches normalised by the engine; the same numbers to the last bit as
+    float batches."""
     runs = {}
     for flag in ([], ["--normalize-on-device"]):
         out = tmp_path / ("uint8" if flag else "float")
-        r = run_cli("train", "--epochs", 2, "--img-size", 32, "--batch-size", 16, "--arch", "resnet18", "--engine", engine,
-                    *flag, "--out", out, timeout=900)
+        r = run_cli(
+            "train",
+            "--epochs",
+            2,
+            "--img-size",
+            32,
+            "--batch-size",
+            16,
+            "--arch",
+            "resnet18",
+            "--engine",
+            engine,
+            *flag,
+            "--out",
+            out,
+            timeout=900,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         runs[bool(flag)] = json.loads((out / "metrics.json").read_text())["epochs"]
     for a, b in zip(runs[False], runs[True], strict=True):
@@ -155,13 +220,16 @@ def test_normalize_on_device_trains_identically(engine, tmp_path):
             assert a[k] == b[k], (engine, k, a, b)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--arch", "vgg99"], "unknown --arch 'vgg99'"),
-    (["--accumulate", "0"], "--accumulate must be at least 1, got 0"),
-    (["--epochs", "-1"], "--epochs must be at least 1, got -1"),
-    (["--precision", "8"], "--precision must be one of"),
-    (["--data", "/no/such/folder"], "--data /no/such/folder is not a folder"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--arch", "vgg99"], "unknown --arch 'vgg99'"),
+        (["--accumulate", "0"], "--accumulate must be at least 1, got 0"),
+        (["--epochs", "-1"], "--epochs must be at least 1, got -1"),
+        (["--precision", "8"], "--precision must be one of"),
+        (["--data", "/no/such/folder"], "--data /no/such/folder is not a folder"),
+    ],
+)
 def test_train_refuses_bad_arguments_in_one_line(tmp_path, args, message):
     r = run_cli("train", *args, "--out", tmp_path / "o", timeout=120)
     assert r.returncode == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -170,6 +238,8 @@ def test_train_refuses_bad_arguments_in_one_line(tmp_path, args, message):
 
 def test_train_refuses_non_utf8_csv(data_copy, tmp_path):
     d, df = data_copy
-    (d / "train.csv").write_bytes((d / "train.csv").read_bytes().replace(b"benign", "b\xe9nin".encode("latin-1")))
+    (d / "train.csv").write_bytes(
+        (d / "train.csv").read_bytes().replace(b"benign", "b\xe9nin".encode("latin-1"))
+    )
     r = run_cli("train", "--data", d, "--out", tmp_path / "o", timeout=120)
     assert r.returncode == 1 and "is not UTF-8 text" in r.stderr and "Traceback" not in r.stderr

@@ -1,5 +1,7 @@
-"Chapter 04 scale-out: Lightning DDP with 2 CPU processes (gloo) matches one process on the same global batch."
-import subprocess, sys
+"Chapter 04 scale-out: Lightning DDP with 2 CPU processes (gloo) matches one process on one global batch."
+
+import subprocess
+import sys
 import pytest
 import torch
 from conftest import REPO
@@ -10,12 +12,20 @@ TOLERANCE = 1e-4  # max |difference| of any weight after 8 steps; only the order
 @pytest.mark.slow
 def test_ddp_two_processes_match_one(tmp_path):
     for mode in ("single", "ddp"):
-        r = subprocess.run([sys.executable, str(REPO / "tests" / "ddp_check.py"), mode, str(tmp_path / f"{mode}.pt")],
-                           capture_output=True, text=True, timeout=600, cwd=tmp_path, stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            [sys.executable, str(REPO / "tests" / "ddp_check.py"), mode, str(tmp_path / f"{mode}.pt")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
     single, ddp = (torch.load(tmp_path / f"{m}.pt", weights_only=True) for m in ("single", "ddp"))
     assert (single["world_size"], ddp["world_size"]) == (1, 2)
-    assert single["steps"] == ddp["steps"] == 8, "same number of optimizer steps: 64 images / global batch 16, 2 epochs"
+    assert single["steps"] == ddp["steps"] == 8, (
+        "same number of optimizer steps: 64 images / global batch 16, 2 epochs"
+    )
     trained = [k for k, v in single["weights"].items() if v.is_floating_point()]
     moved = max((single["weights"][k] - ddp["weights"][k]).abs().max().item() for k in trained)
     assert moved < TOLERANCE, f"DDP and one process differ by {moved}"
@@ -26,8 +36,14 @@ def test_ddp_two_processes_match_one(tmp_path):
 @pytest.mark.slow
 def test_ddp_auc_is_gathered_from_every_process(tmp_path):
     "With 2 processes the logged AUC is the AUC of the whole validation set, not of one process's half."
-    r = subprocess.run([sys.executable, str(REPO / "tests" / "ddp_check.py"), "ddp", str(tmp_path / "ddp.pt")],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "ddp_check.py"), "ddp", str(tmp_path / "ddp.pt")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     ddp = torch.load(tmp_path / "ddp.pt", weights_only=True)
     assert abs(ddp["rank0_half_auc"] - ddp["whole_auc"]) > 1e-3, "the data must tell a half from the whole"
@@ -37,6 +53,7 @@ def test_ddp_auc_is_gathered_from_every_process(tmp_path):
 def test_fit_lightning_uses_one_device_unless_asked(tmp_path):
     "Kaggle's 'GPU T4 x2': devices='auto' would start DDP from a script; the course asks for one device."
     from course_lib.lightning import trainer_settings
+
     settings = trainer_settings(epochs=2, checkpoint_dir=tmp_path)
     assert settings["devices"] == 1 and settings["accelerator"] == "auto"
     assert trainer_settings(devices=2)["devices"] == 2
@@ -44,11 +61,31 @@ def test_fit_lightning_uses_one_device_unless_asked(tmp_path):
 
 @pytest.mark.slow
 def test_cli_ddp_writes_metrics_once(sample_dir, tmp_path):
-    "course-lib train --engine lightning --devices 2: two processes train, the first one alone writes and reports."
+    """course-lib train --engine lightning --devices 2: two processes train, the first one alone writes and
+    reports."""
     from conftest import run_cli
     import json
-    r = run_cli("train", "--data", sample_dir, "--engine", "lightning", "--devices", "2", "--arch", "resnet18",
-                "--epochs", "1", "--img-size", "32", "--batch-size", "8", "--out", tmp_path / "out", timeout=600)
+
+    r = run_cli(
+        "train",
+        "--data",
+        sample_dir,
+        "--engine",
+        "lightning",
+        "--devices",
+        "2",
+        "--arch",
+        "resnet18",
+        "--epochs",
+        "1",
+        "--img-size",
+        "32",
+        "--batch-size",
+        "8",
+        "--out",
+        tmp_path / "out",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("best valid AUC") == 1, r.stdout[-2000:]
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
@@ -56,13 +93,17 @@ def test_cli_ddp_writes_metrics_once(sample_dir, tmp_path):
 
 
 def test_ddp_passes_the_epoch_to_chapter_02s_sampler():
-    "Under DDP Lightning wraps the course's sampler; the floor (pytorch-lightning 2.6.1) forwards set_epoch to it."
+    """Under DDP Lightning wraps the course's sampler; the floor (pytorch-lightning 2.6.1) forwards
+    set_epoch to it."""
     from lightning_fabric.utilities.distributed import DistributedSamplerWrapper
     from course_lib.dataset import EpochShuffleSampler
+
     inner = EpochShuffleSampler(40, seed=3)
     wrapped = DistributedSamplerWrapper(inner, num_replicas=2, rank=0, shuffle=False)
     first = list(wrapped)
     wrapped.set_epoch(1)
     assert inner.epoch == 1, "the wrapped sampler saw the new epoch"
     second = list(wrapped)
-    assert {e for e, _ in second} == {1} and [i for _, i in first] != [i for _, i in second], "a new order each epoch"
+    assert {e for e, _ in second} == {1} and [i for _, i in first] != [i for _, i in second], (
+        "a new order each epoch"
+    )

@@ -1,6 +1,13 @@
-"""The lowest versions course_lib's requirements allow: installed with uv's lowest-direct resolution into a clean
-Python 3.11 environment, they run chapters 02-04 in smoke mode. Every floor in pyproject.toml is the version used."""
-import json, os, shutil, subprocess, sys, tomllib
+"""The lowest versions course_lib's requirements allow: installed with uv's lowest-direct resolution into a
+clean Python 3.11 environment, they run chapters 02-04 in smoke mode. Every floor in pyproject.toml is the
+version used."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -16,7 +23,9 @@ def _floors() -> dict:
     for line in reqs:
         req = Requirement(line)
         lows = [s.version for s in req.specifier if s.operator == ">="]
-        assert lows, f"{line}: every requirement needs a floor, or the lowest resolution picks an ancient release"
+        assert lows, (
+            f"{line}: every requirement needs a floor, or the lowest resolution picks an ancient release"
+        )
         floors[req.name] = lows[0]
     return floors
 
@@ -27,22 +36,58 @@ def test_lowest_allowed_versions_run_chapters_02_to_04(tmp_path):
     assert uv, "uv is part of course_lib[dev]"
     venv = tmp_path / "lowest"
     py = venv / "bin" / "python"
-    run = lambda *cmd, **kw: subprocess.run([str(c) for c in cmd], capture_output=True, text=True, stdin=subprocess.DEVNULL, **kw)
+
+    def run(*cmd, **kw):
+        return subprocess.run(
+            [str(c) for c in cmd], capture_output=True, text=True, stdin=subprocess.DEVNULL, **kw
+        )
+
     r = run(uv, "venv", "-q", "-p", sys.executable, venv)
     assert r.returncode == 0, r.stderr
-    r = run(uv, "pip", "install", "-q", "-p", py, "--resolution", "lowest-direct", f"course_lib @ file://{REPO}", timeout=1800)
+    r = run(
+        uv,
+        "pip",
+        "install",
+        "-q",
+        "-p",
+        py,
+        "--resolution",
+        "lowest-direct",
+        f"course_lib @ file://{REPO}",
+        timeout=1800,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     r = run(uv, "pip", "install", "-q", "-p", py, "papermill", "ipykernel", "nbformat", "psutil", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run(py, "-c", "import importlib.metadata as md, json, sys; "
-            "print(json.dumps({n: md.version(n) for n in sys.argv[1:]}))", *_floors())
+    r = run(
+        py,
+        "-c",
+        "import importlib.metadata as md, json, sys; "
+        "print(json.dumps({n: md.version(n) for n in sys.argv[1:]}))",
+        *_floors(),
+    )
     installed = json.loads(r.stdout)
     (tmp_path / "versions.json").write_text(json.dumps(installed, indent=2))
     print("lowest versions:", installed)
-    differ = {n: (low, installed[n]) for n, low in _floors().items() if Version(Version(installed[n]).public) != Version(low)}
+    differ = {
+        n: (low, installed[n])
+        for n, low in _floors().items()
+        if Version(Version(installed[n]).public) != Version(low)
+    }
     assert not differ, f"floor vs installed: {differ}"
-    r = run(venv / "bin" / "course-lib", "run-notebooks", "--smoke", "--only", CHAPTERS, "--out", tmp_path / "run",
-            "--nbs", REPO / "nbs", cwd=REPO, timeout=1800,
-            env={**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"})
+    r = run(
+        venv / "bin" / "course-lib",
+        "run-notebooks",
+        "--smoke",
+        "--only",
+        CHAPTERS,
+        "--out",
+        tmp_path / "run",
+        "--nbs",
+        REPO / "nbs",
+        cwd=REPO,
+        timeout=1800,
+        env={**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"},
+    )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert r.returncode == 0 and [s["status"] for s in summary] == ["ok"] * 3, (summary, r.stderr[-2000:])

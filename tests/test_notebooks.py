@@ -1,6 +1,8 @@
-"The anatomy every chapter shares. Running each chapter in smoke mode is tests/test_runtimes.py (in Colab's runtimes)."
-import json, re
-import pytest
+"""The anatomy every chapter shares. Running each chapter in smoke mode is tests/test_runtimes.py
+(in Colab's runtimes)."""
+
+import json
+import re
 from course_lib.cli import find_notebooks
 from conftest import REPO
 
@@ -9,9 +11,13 @@ NOTEBOOKS = [p.name for p in find_notebooks(REPO / "nbs")]
 
 def test_every_chapter_ends_with_summary_questionnaire_further_research():
     for name in NOTEBOOKS:
-        if name.startswith("00_"): continue
-        md = "\n".join("".join(c["source"]) for c in json.loads((REPO / "nbs" / name).read_text())["cells"]
-                       if c["cell_type"] == "markdown")
+        if name.startswith("00_"):
+            continue
+        md = "\n".join(
+            "".join(c["source"])
+            for c in json.loads((REPO / "nbs" / name).read_text())["cells"]
+            if c["cell_type"] == "markdown"
+        )
         for heading in ("## Summary", "## Questionnaire", "## Further research"):
             assert heading in md, f"{name} lacks {heading}"
         questions = md.split("## Questionnaire")[1].split("## Further research")[0]
@@ -26,9 +32,12 @@ def test_every_notebook_has_a_parameters_cell_with_smoke():
 
 
 def test_every_notebook_installs_course_lib_when_it_is_missing():
-    "Opened from its Colab or Kaggle badge, each notebook (the index too) installs the library before importing it."
+    """Opened from its Colab or Kaggle badge, each notebook (the index too) installs the library before
+    importing it."""
     for name in NOTEBOOKS:
-        cells = [c for c in json.loads((REPO / "nbs" / name).read_text())["cells"] if c["cell_type"] == "code"]
+        cells = [
+            c for c in json.loads((REPO / "nbs" / name).read_text())["cells"] if c["cell_type"] == "code"
+        ]
         install = [i for i, c in enumerate(cells) if "%pip install" in "".join(c["source"])]
         assert install, f"{name} has no install cell"
         uses = [i for i, c in enumerate(cells) if i not in install and "course_lib" in "".join(c["source"])]

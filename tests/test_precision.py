@@ -1,5 +1,7 @@
 "Chapters 05-06: precision and accumulation are parameters of one engine, equal across engines."
-import json, math
+
+import json
+import math
 import pandas as pd
 import pytest
 import torch
@@ -13,36 +15,61 @@ CPU = torch.device("cpu")
 
 def small_cnn(norm=False):
     bn = (lambda c: nn.BatchNorm2d(c)) if norm else (lambda c: nn.Identity())
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), bn(8), nn.ReLU(), nn.Conv2d(8, 8, 3, stride=2), bn(8), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1))
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        bn(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, stride=2),
+        bn(8),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 1),
+    )
 
 
 def batches(n, size, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(size, 3, 32, 32, generator=g), (torch.rand(size, 1, generator=g) < 0.3).float()) for _ in range(n)]
+    return [
+        (torch.randn(size, 3, 32, 32, generator=g), (torch.rand(size, 1, generator=g) < 0.3).float())
+        for _ in range(n)
+    ]
 
 
 def weights_after_epoch(data, accumulate, norm=False):
-    torch.manual_seed(0); net = small_cnn(norm)
-    train_one_epoch(net, data, WeightedFocalLoss(), torch.optim.SGD(net.parameters(), lr=0.5), CPU, accumulate=accumulate)
+    torch.manual_seed(0)
+    net = small_cnn(norm)
+    train_one_epoch(
+        net, data, WeightedFocalLoss(), torch.optim.SGD(net.parameters(), lr=0.5), CPU, accumulate=accumulate
+    )
     return torch.cat([p.detach().flatten() for p in net.parameters()])
 
 
 def split(data, k):
-    return [(x[i:i + len(x) // k], y[i:i + len(x) // k]) for x, y in data for i in range(0, len(x), len(x) // k)]
+    return [
+        (x[i : i + len(x) // k], y[i : i + len(x) // k])
+        for x, y in data
+        for i in range(0, len(x), len(x) // k)
+    ]
 
 
 def test_accumulated_micro_batches_equal_the_large_batch_without_batchnorm():
     big = batches(4, 16)
     full, accumulated = weights_after_epoch(big, 1), weights_after_epoch(split(big, 4), 4)
     assert (full - accumulated).abs().max() < 1e-5
-    assert (full - weights_after_epoch(big[:1], 1)).abs().max() > 1e-3, "the four steps really changed the weights"
+    assert (full - weights_after_epoch(big[:1], 1)).abs().max() > 1e-3, (
+        "the four steps really changed the weights"
+    )
 
 
 def test_batchnorm_breaks_exact_equality():
     big = batches(4, 16)
     no_bn = (weights_after_epoch(big, 1) - weights_after_epoch(split(big, 4), 4)).abs().max()
-    with_bn = (weights_after_epoch(big, 1, norm=True) - weights_after_epoch(split(big, 4), 4, norm=True)).abs().max()
+    with_bn = (
+        (weights_after_epoch(big, 1, norm=True) - weights_after_epoch(split(big, 4), 4, norm=True))
+        .abs()
+        .max()
+    )
     assert with_bn > 1e-3 and with_bn > 1000 * no_bn, (with_bn, no_bn)
 
 
@@ -61,17 +88,31 @@ def test_channels_last_changes_layout_not_results():
     data = batches(2, 4)
     losses = {}
     for cl in (False, True):
-        torch.manual_seed(0); model = create_model("resnet18")
-        if cl: model = model.to(memory_format=torch.channels_last)
-        losses[cl] = train_one_epoch(model, data, WeightedFocalLoss(), torch.optim.SGD(model.parameters(), lr=0.01), CPU, channels_last=cl)
+        torch.manual_seed(0)
+        model = create_model("resnet18")
+        if cl:
+            model = model.to(memory_format=torch.channels_last)
+        losses[cl] = train_one_epoch(
+            model,
+            data,
+            WeightedFocalLoss(),
+            torch.optim.SGD(model.parameters(), lr=0.01),
+            CPU,
+            channels_last=cl,
+        )
         assert model.conv1.weight.is_contiguous(memory_format=torch.channels_last) == cl
-    assert abs(losses[True] - losses[False]) < 1e-3 * abs(losses[False]), losses  # other kernels, other rounding
+    assert abs(losses[True] - losses[False]) < 1e-3 * abs(losses[False]), (
+        losses
+    )  # other kernels, other rounding
 
 
 def test_bf16_autocast_trains_and_keeps_fp32_weights():
     data = batches(2, 4)
-    torch.manual_seed(0); net = small_cnn()
-    loss = train_one_epoch(net, data, WeightedFocalLoss(), torch.optim.Adam(net.parameters()), CPU, precision="bf16-mixed")
+    torch.manual_seed(0)
+    net = small_cnn()
+    loss = train_one_epoch(
+        net, data, WeightedFocalLoss(), torch.optim.Adam(net.parameters()), CPU, precision="bf16-mixed"
+    )
     assert math.isfinite(loss) and all(p.dtype == torch.float32 for p in net.parameters())
 
 
@@ -82,14 +123,36 @@ def _odd_batch_size(data_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision, tolerance", [("32", 1e-5), ("bf16-mixed", 1e-3), ("16-mixed", 1e-3)])  # 16-mixed: bf16 on CPU, both engines
+@pytest.mark.parametrize(
+    "precision, tolerance", [("32", 1e-5), ("bf16-mixed", 1e-3), ("16-mixed", 1e-3)]
+)  # 16-mixed: bf16 on CPU, both engines
 def test_engines_agree_with_accumulation(sample_dir, tmp_path, precision, tolerance):
     "course-lib train --precision P --accumulate 2 works for both engines, and they agree per epoch."
     bs = _odd_batch_size(sample_dir)
     runs = {}
     for engine in ("pytorch", "lightning"):
-        r = run_cli("train", "--data", sample_dir, "--engine", engine, "--precision", precision, "--accumulate", 2, "--epochs", 2,
-                    "--img-size", 48, "--batch-size", bs, "--seed", 42, "--out", tmp_path / engine, timeout=900)
+        r = run_cli(
+            "train",
+            "--data",
+            sample_dir,
+            "--engine",
+            engine,
+            "--precision",
+            precision,
+            "--accumulate",
+            2,
+            "--epochs",
+            2,
+            "--img-size",
+            48,
+            "--batch-size",
+            bs,
+            "--seed",
+            42,
+            "--out",
+            tmp_path / engine,
+            timeout=900,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         runs[engine] = json.loads((tmp_path / engine / "metrics.json").read_text())["epochs"]
     assert len(runs["pytorch"]) == len(runs["lightning"]) == 2
@@ -98,11 +161,15 @@ def test_engines_agree_with_accumulation(sample_dir, tmp_path, precision, tolera
             assert math.isfinite(a[k]) and abs(a[k] - b[k]) < tolerance, (precision, k, a, b)
 
 
-@pytest.mark.parametrize("capability, expected", [((6, 0), "16-mixed"), ((7, 5), "16-mixed"), ((8, 0), "bf16-mixed"),
-                                                  ((9, 0), "bf16-mixed")])
+@pytest.mark.parametrize(
+    "capability, expected",
+    [((6, 0), "16-mixed"), ((7, 5), "16-mixed"), ((8, 0), "bf16-mixed"), ((9, 0), "bf16-mixed")],
+)
 def test_gpu_precision_follows_the_compute_capability(monkeypatch, capability, expected):
-    "A T4 (7.5) gets fp16 even though PyTorch reports bf16 as supported there (emulated); Ampere (8.0) and newer bf16."
+    """A T4 (7.5) gets fp16 even though PyTorch reports bf16 as supported there (emulated); Ampere (8.0)
+    and newer bf16."""
     from course_lib.engine import recommended_precision
+
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     assert recommended_precision("cuda") == expected
@@ -113,15 +180,25 @@ import torch
 from course_lib.engine import cpu_has_bf16, recommended_precision, resolve_precision
 from course_lib.lightning import trainer_settings
 print(torch.backends.cpu.get_cpu_capability(), cpu_has_bf16(), recommended_precision("cpu"),
-      resolve_precision("16-mixed", "cpu"), trainer_settings(precision="16-mixed", accelerator="cpu")["precision"])
+      resolve_precision("16-mixed", "cpu"),
+      trainer_settings(precision="16-mixed", accelerator="cpu")["precision"])
 """
 
 
 def test_cpu_without_bf16_instructions_trains_in_fp32():
-    "ATEN_CPU_CAPABILITY=avx2 makes PyTorch use its AVX2 kernels, as on a CPU without AVX-512 (and so without bf16)."
-    import os, subprocess, sys
-    r = subprocess.run([sys.executable, "-c", CPU_CHOICE], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"})
+    """ATEN_CPU_CAPABILITY=avx2 makes PyTorch use its AVX2 kernels, as on a CPU without AVX-512 (and so
+    without bf16)."""
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", CPU_CHOICE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == "AVX2 False 32 32 32-true", r.stdout
     assert "notice: 16-mixed is not supported on CPU; using 32" in r.stdout
@@ -129,6 +206,7 @@ def test_cpu_without_bf16_instructions_trains_in_fp32():
 
 def test_explicit_bf16_on_a_cpu_without_it_is_kept_with_a_notice(monkeypatch, capsys):
     from course_lib import engine
+
     monkeypatch.setattr(engine, "cpu_has_bf16", lambda: False)
     assert engine.resolve_precision("bf16-mixed", "cpu") == "bf16-mixed"
     assert "no bf16 instructions: bf16-mixed is emulated" in capsys.readouterr().out

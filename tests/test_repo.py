@@ -1,6 +1,9 @@
-"Repository checks: notebooks are clean, course_lib/ is a fresh export, docs in sync, README == CI, no secrets."
-import json, re, shutil, subprocess
-from pathlib import Path
+"Repository checks: clean notebooks, course_lib/ freshly exported, docs in sync, README == CI, no secrets."
+
+import json
+import re
+import shutil
+import subprocess
 from conftest import REPO, BIN, run_cli
 
 
@@ -15,9 +18,13 @@ def test_notebooks_are_clean(tmp_path):
     proj = _project_copy(tmp_path)
     subprocess.run([str(BIN / "nbdev-clean")], cwd=proj, check=True, capture_output=True)
     for nb in sorted((REPO / "nbs").glob("*.ipynb")):
-        assert (proj / "nbs" / nb.name).read_text() == nb.read_text(), f"{nb.name} is not clean: run nbdev-clean"
+        assert (proj / "nbs" / nb.name).read_text() == nb.read_text(), (
+            f"{nb.name} is not clean: run nbdev-clean"
+        )
         cells = json.loads(nb.read_text())["cells"]
-        assert not any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code")
+        assert not any(
+            c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code"
+        )
 
 
 def test_library_matches_a_fresh_export(tmp_path):
@@ -30,7 +37,9 @@ def test_library_matches_a_fresh_export(tmp_path):
     ours = {p.relative_to(REPO / "course_lib"): p.read_text() for p in (REPO / "course_lib").rglob("*.py")}
     assert fresh.keys() == ours.keys(), "modules differ from nbdev-export: edit the notebooks, then export"
     for k in fresh:
-        assert fresh[k] == ours[k], f"course_lib/{k} differs from nbdev-export: edit the notebooks, not the .py"
+        assert fresh[k] == ours[k], (
+            f"course_lib/{k} differs from nbdev-export: edit the notebooks, not the .py"
+        )
 
 
 def test_docs_are_in_sync():
@@ -44,8 +53,11 @@ def _readme_commands():
 
 
 def test_ci_runs_exactly_the_readme_commands():
-    ci = [l.strip() for l in (REPO / ".ci" / "run").read_text().splitlines()
-          if l.strip() and not l.startswith("#") and not l.startswith(("set ", "cd "))]
+    ci = [
+        line.strip()
+        for line in (REPO / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))
+    ]
     assert _readme_commands() == ci == ["bash tools/run-course.sh", "bash tools/run-tests.sh"]
 
 
@@ -56,7 +68,10 @@ def test_workflow_runs_the_same_commands():
 
 SECRET_PATTERNS = {
     "W&B key (40 hex)": r"\b[0-9a-f]{40}\b",
-    "key assignment": r"(?i)(api[_-]?key|wandb_key|kaggle_key|token|secret)[\"']?\s*[:=]\s*[\"'][A-Za-z0-9_\-]{16,}[\"']",
+    "key assignment": (
+        r"(?i)(api[_-]?key|wandb_key|kaggle_key|token|secret)"
+        r"[\"']?\s*[:=]\s*[\"'][A-Za-z0-9_\-]{16,}[\"']"
+    ),
     "GitHub token": r"\bgh[pousr]_[A-Za-z0-9]{30,}",
     "AWS key": r"\bAKIA[0-9A-Z]{16}\b",
     "Hugging Face token": r"\bhf_[A-Za-z0-9]{30,}",
@@ -64,18 +79,38 @@ SECRET_PATTERNS = {
 
 
 def test_no_secrets_in_tracked_files():
-    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
     hits = []
     for f in files:
         p = REPO / f
-        if f == "constraints.txt" or not p.is_file() or p.stat().st_size > 2_000_000: continue
+        if f == "constraints.txt" or not p.is_file() or p.stat().st_size > 2_000_000:
+            continue
         text = p.read_text(errors="ignore")
         hits += [f"{f}: {what}" for what, pat in SECRET_PATTERNS.items() if re.search(pat, text)]
     assert not hits, hits
 
 
 def test_secret_patterns_catch_a_planted_key():
-    fake = "0123456789abcdef" * 2 + "01234567"  # assembled at run time, so this file does not trip the scan itself
+    fake = (
+        "0123456789abcdef" * 2 + "01234567"
+    )  # assembled at run time, so this file does not trip the scan itself
     planted = 'FLAGS = {"wandb_key": "' + fake + '"}'
     assert re.search(SECRET_PATTERNS["W&B key (40 hex)"], planted)
     assert re.search(SECRET_PATTERNS["key assignment"], planted)
+
+
+def test_ruff_passes_on_library_notebooks_tests_and_bench():
+    """ruff with pyproject.toml's rules: one statement per line, lines of 110 characters at most (checked in
+    nbs/, where the library is written), no unused imports."""
+    ruff = BIN / "ruff"  # installed with course_lib[dev]
+    r = subprocess.run(
+        [ruff, "check", "course_lib", "nbs", "tests", "bench"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "All checks passed" in r.stdout

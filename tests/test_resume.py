@@ -1,5 +1,10 @@
-"Kill a training run with SIGKILL mid-epoch, resume it, and end exactly where an uninterrupted run ends (CPU, fp32)."
-import json, os, signal, subprocess, time
+"""Kill a training run with SIGKILL mid-epoch, resume it, and end exactly where an uninterrupted run ends
+(CPU, fp32)."""
+
+import json
+import signal
+import subprocess
+import time
 import pytest
 import torch
 from conftest import BIN, REPO, run_cli
@@ -10,19 +15,41 @@ LAST = {"pytorch": "last.pt", "lightning": "last.ckpt"}
 
 
 def _weights(path, engine):
-    ckpt = load_checkpoint(path) if engine == "pytorch" else torch.load(path, map_location="cpu", weights_only=False)
-    state = ckpt["model"] if engine == "pytorch" else {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items()}
+    ckpt = (
+        load_checkpoint(path)
+        if engine == "pytorch"
+        else torch.load(path, map_location="cpu", weights_only=False)
+    )
+    state = (
+        ckpt["model"]
+        if engine == "pytorch"
+        else {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items()}
+    )
     return state, ckpt["epoch"]
 
 
 def _kill_during_second_epoch(engine, data, out):
     "Start training; SIGKILL it once the first epoch's checkpoint exists and the second epoch is under way."
-    cmd = [str(BIN / "course-lib"), "train", "--engine", engine, "--data", str(data), *map(str, ARGS), "--out", str(out)]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cwd=REPO)
+    cmd = [
+        str(BIN / "course-lib"),
+        "train",
+        "--engine",
+        engine,
+        "--data",
+        str(data),
+        *map(str, ARGS),
+        "--out",
+        str(out),
+    ]
+    p = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cwd=REPO
+    )
     last, deadline = out / "checkpoints" / LAST[engine], time.time() + 600
-    while not last.exists() and p.poll() is None and time.time() < deadline: time.sleep(0.05)
+    while not last.exists() and p.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
     time.sleep(1.0)  # into the second epoch
-    p.send_signal(signal.SIGKILL); p.wait()
+    p.send_signal(signal.SIGKILL)
+    p.wait()
     return p.returncode
 
 
@@ -35,7 +62,9 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(engine, sample_dir, tm
     assert _kill_during_second_epoch(engine, sample_dir, cut) == -signal.SIGKILL
     _, epoch_at_kill = _weights(cut / "checkpoints" / LAST[engine], engine)
     assert not (cut / "metrics.json").exists() and epoch_at_kill < 2, "killed before the run finished"
-    r = run_cli("train", "--engine", engine, "--data", sample_dir, *ARGS, "--out", cut, "--resume", timeout=900)
+    r = run_cli(
+        "train", "--engine", engine, "--data", sample_dir, *ARGS, "--out", cut, "--resume", timeout=900
+    )
     assert r.returncode == 0 and "resuming" in r.stdout + r.stderr, r.stderr[-2000:]
     a, b = (json.loads((d / "metrics.json").read_text())["epochs"] for d in (full, cut))
     assert [x["epoch"] for x in b] == [0, 1, 2]
@@ -50,5 +79,21 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(engine, sample_dir, tm
 def test_damaged_checkpoint_is_one_clear_line(sample_dir, tmp_path):
     (tmp_path / "o" / "checkpoints").mkdir(parents=True)
     (tmp_path / "o" / "checkpoints" / "last.pt").write_bytes(b"PK\x03\x04 truncated")
-    r = run_cli("train", "--data", sample_dir, "--epochs", 1, "--img-size", 32, "--out", tmp_path / "o", "--resume", timeout=300)
-    assert r.returncode == 1 and "is damaged or not a course_lib checkpoint" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = run_cli(
+        "train",
+        "--data",
+        sample_dir,
+        "--epochs",
+        1,
+        "--img-size",
+        32,
+        "--out",
+        tmp_path / "o",
+        "--resume",
+        timeout=300,
+    )
+    assert (
+        r.returncode == 1
+        and "is damaged or not a course_lib checkpoint" in r.stderr
+        and len(r.stderr.strip().splitlines()) == 1
+    ), r.stderr

@@ -1,4 +1,5 @@
 "The notebook runner: success, failure, timeout, summary, selection."
+
 import json
 import nbformat
 import pytest
@@ -8,7 +9,9 @@ from conftest import run_cli
 
 
 def _write_nb(path, *sources):
-    cells = [nbformat.v4.new_code_cell("SMOKE = False\nRESULTS_PATH = None", metadata={"tags": ["parameters"]})]
+    cells = [
+        nbformat.v4.new_code_cell("SMOKE = False\nRESULTS_PATH = None", metadata={"tags": ["parameters"]})
+    ]
     cells += [nbformat.v4.new_code_cell(s) for s in sources]
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
@@ -17,22 +20,33 @@ def _write_nb(path, *sources):
 
 @pytest.fixture
 def nbs(tmp_path):
-    d = tmp_path / "nbs"; d.mkdir()
-    _write_nb(d / "01_ok.ipynb", "from course_lib.data import record_results\n"
-              "record_results({'smoke': SMOKE, 'answer': 42}, RESULTS_PATH)")
+    d = tmp_path / "nbs"
+    d.mkdir()
+    _write_nb(
+        d / "01_ok.ipynb",
+        "from course_lib.data import record_results\n"
+        "record_results({'smoke': SMOKE, 'answer': 42}, RESULTS_PATH)",
+    )
     _write_nb(d / "02_fails.ipynb", "raise RuntimeError('chapter two is broken')")
     _write_nb(d / "03_slow.ipynb", "import time; time.sleep(120)")
     return d
 
 
 def test_runner_reports_failure_and_exits_nonzero(nbs, tmp_path):
-    r = run_cli("run-notebooks", "--smoke", "--nbs", nbs, "--out", tmp_path / "out", "--only", "0[12]_*", timeout=300)
+    r = run_cli(
+        "run-notebooks", "--smoke", "--nbs", nbs, "--out", tmp_path / "out", "--only", "0[12]_*", timeout=300
+    )
     assert r.returncode == 1
     assert "[1/2] 01_ok.ipynb ... ok" in r.stdout and "[2/2] 02_fails.ipynb ... failed" in r.stdout
     assert "1 notebook(s) failed: 02_fails.ipynb" in r.stderr
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert [(s["notebook"], s["status"]) for s in summary] == [("01_ok.ipynb", "ok"), ("02_fails.ipynb", "failed")]
-    assert summary[0]["results"] == {"smoke": True, "answer": 42}, "smoke parameter injected, results collected"
+    assert [(s["notebook"], s["status"]) for s in summary] == [
+        ("01_ok.ipynb", "ok"),
+        ("02_fails.ipynb", "failed"),
+    ]
+    assert summary[0]["results"] == {"smoke": True, "answer": 42}, (
+        "smoke parameter injected, results collected"
+    )
     assert "chapter two is broken" in summary[1]["error"]
     md = (tmp_path / "out" / "summary.md").read_text()
     assert "| 02_fails.ipynb | failed |" in md and "1 of 2 notebooks ran without error" in md
@@ -58,16 +72,20 @@ def test_only_that_matches_nothing_is_an_error(nbs):
 
 
 def _kernel_pid_notebook(nbs, pid_file):
-    "A notebook whose kernel writes its process id, starts a child (like a DataLoader worker), then works for minutes."
-    _write_nb(nbs / "04_busy.ipynb",
-              f"import os, subprocess, sys, time\n"
-              f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
-              f"open({str(pid_file)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
-              f"time.sleep(300)")
+    """A notebook whose kernel writes its process id, starts a child (like a DataLoader worker), then works
+    for minutes."""
+    _write_nb(
+        nbs / "04_busy.ipynb",
+        f"import os, subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        f"time.sleep(300)",
+    )
 
 
 def _alive(pid):
     import psutil
+
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -84,15 +102,36 @@ def test_timeout_kills_the_kernel_and_its_children(nbs, tmp_path):
 
 
 def test_ctrl_c_stops_the_runner_and_the_kernel(nbs, tmp_path):
-    import signal, subprocess, time
+    import signal
+    import subprocess
+    import time
     from conftest import BIN, REPO
+
     pid_file = tmp_path / "pids"
     _kernel_pid_notebook(nbs, pid_file)
-    # a job started in the background by a script inherits SIGINT as ignored; a terminal's foreground job does not
-    terminal_like = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
-    runner = subprocess.Popen([str(BIN / "course-lib"), "run-notebooks", "--nbs", str(nbs), "--out", str(tmp_path / "out"),
-                               "--only", "04_*"], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, preexec_fn=terminal_like)
+
+    def terminal_like():
+        "Restore SIGINT: a script's background job inherits it ignored; a terminal's foreground job does not."
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    runner = subprocess.Popen(
+        [
+            str(BIN / "course-lib"),
+            "run-notebooks",
+            "--nbs",
+            str(nbs),
+            "--out",
+            str(tmp_path / "out"),
+            "--only",
+            "04_*",
+        ],
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=terminal_like,
+    )
     deadline = time.time() + 120
     while not (pid_file.exists() and len(pid_file.read_text().split()) == 2) and time.time() < deadline:
         time.sleep(0.5)
@@ -105,9 +144,12 @@ def test_ctrl_c_stops_the_runner_and_the_kernel(nbs, tmp_path):
 
 def test_runner_leaves_the_callers_environment_as_it_was(nbs, tmp_path, monkeypatch):
     import os
+
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.delenv("MPLBACKEND", raising=False)
     before = dict(os.environ)
-    rows = run_notebooks(nbs, tmp_path / "out", smoke=True, only="01_*", timeout=300, log=lambda *a, **k: None)
+    rows = run_notebooks(
+        nbs, tmp_path / "out", smoke=True, only="01_*", timeout=300, log=lambda *a, **k: None
+    )
     assert rows[0]["status"] == "ok", rows
     assert dict(os.environ) == before

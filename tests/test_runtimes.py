@@ -1,7 +1,10 @@
-"""Where learners run the course: Colab's GPU and TPU runtimes, rebuilt here by tools/check-runtime.sh (their Python and
-package versions), with course_lib installed as the notebooks' first cell installs it, and every chapter run in
-smoke mode there. Together the two runs execute every notebook; the course command runs them all on CI's versions."""
-import json, subprocess
+"""Where learners run the course: Colab's GPU and TPU runtimes, rebuilt here by tools/check-runtime.sh (their
+Python and package versions), with course_lib installed as the notebooks' first cell installs it, and every
+chapter run in smoke mode there. Together the two runs execute every notebook; the course command runs them
+all on CI's versions."""
+
+import json
+import subprocess
 import pytest
 from course_lib.cli import find_notebooks
 from conftest import REPO
@@ -12,11 +15,18 @@ NOTEBOOKS = [p.name for p in find_notebooks(REPO / "nbs")]
 
 @pytest.fixture(scope="session")
 def runtime_runs():
-    "Run tools/check-runtime.sh for each Colab runtime once per session; returns name -> (exit status, summary)."
+    """Run tools/check-runtime.sh for each Colab runtime once per session; returns name -> (exit status,
+    summary)."""
     runs = {}
     for name in RUNTIMES:
-        r = subprocess.run(["bash", str(REPO / "tools" / "check-runtime.sh"), name], cwd=REPO, text=True,
-                           capture_output=True, stdin=subprocess.DEVNULL, timeout=2400)
+        r = subprocess.run(
+            ["bash", str(REPO / "tools" / "check-runtime.sh"), name],
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=2400,
+        )
         print(r.stdout[-3000:])
         summary_path = REPO / "_runtimes" / name / "summary.json"
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
@@ -31,15 +41,21 @@ def test_runtime_check_passes(name, runtime_runs):
     assert code == 0 and summary.get("ok"), output
     python, torch = RUNTIMES[name]
     assert summary["python"].startswith(python + "."), summary["python"]
-    assert summary["packages_after"]["torch"].split("+")[0] == torch, "installing course_lib kept the runtime's torch"
+    assert summary["packages_after"]["torch"].split("+")[0] == torch, (
+        "installing course_lib kept the runtime's torch"
+    )
     assert all(summary["runtime_packages_kept"].values()), summary["runtime_packages_kept"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_in_smoke_mode(name, runtime_runs):
-    "Each chapter runs top to bottom in a runtime that can run it, records its results, and shows no error output."
-    rows = {rt: {r["notebook"]: r for r in summary.get("notebooks", [])} for rt, (_, summary, _) in runtime_runs.items()}
+    """Each chapter runs top to bottom in a runtime that can run it, records its results, and shows no
+    error output."""
+    rows = {
+        rt: {r["notebook"]: r for r in summary.get("notebooks", [])}
+        for rt, (_, summary, _) in runtime_runs.items()
+    }
     ran = {rt: r[name] for rt, r in rows.items() if name in r and r[name]["status"] == "ok"}
     assert ran, f"{name} ran in none of {list(RUNTIMES)}: {[r.get(name) for r in rows.values()]}"
     for runtime, row in ran.items():
@@ -48,9 +64,14 @@ def test_notebook_runs_in_smoke_mode(name, runtime_runs):
         outputs = [o for c in executed["cells"] for o in c.get("outputs", [])]
         errors = [o for o in outputs if o.get("output_type") == "error"]
         assert not errors, (runtime, errors[:1])
-        if name == "07_tpu.ipynb":  # the chapter teaches today's torch_xla API: nothing it runs warns of deprecation
+        if (
+            name == "07_tpu.ipynb"
+        ):  # the chapter teaches today's torch_xla API: nothing it runs warns of deprecation
             text = "".join("".join(o.get("text", "")) for o in outputs)
-            assert "deprecat" not in text.lower(), (runtime, [l for l in text.splitlines() if "deprecat" in l.lower()])
+            assert "deprecat" not in text.lower(), (
+                runtime,
+                [line for line in text.splitlines() if "deprecat" in line.lower()],
+            )
 
 
 def test_chapter_07_stops_clearly_on_a_gpu_runtime_profile():

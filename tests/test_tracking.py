@@ -1,5 +1,7 @@
 "Chapter 08: W&B tracking never prompts, falls back offline, and loses nothing (read back from run-*.wandb)."
-import json, math
+
+import json
+import math
 import pytest
 from conftest import run_cli
 from course_lib.data import CourseLibError
@@ -29,26 +31,38 @@ def test_modes_without_a_key_or_network(no_key, monkeypatch):
 
 def test_offline_run_reads_back_every_step_across_blocks(no_key, tmp_path, capsys):
     "2,000 logged steps (a log far larger than one 32 KiB block), config and an artifact, all read back."
-    ckpt = tmp_path / "model.pt"; ckpt.write_bytes(b"weights" * 1000)
+    ckpt = tmp_path / "model.pt"
+    ckpt.write_bytes(b"weights" * 1000)
     with Tracker("course-lib-tests", {"lr": 0.001, "arch": "resnet18"}, dir=tmp_path, name="blocks") as t:
-        for step in range(2000): t.on_step(step, {"train_loss_running": 1.0 / (step + 1), "epoch": step // 1000})
+        for step in range(2000):
+            t.on_step(step, {"train_loss_running": 1.0 / (step + 1), "epoch": step // 1000})
         t.on_epoch_end({"epoch": 1, "valid_auc": 0.75, "train_loss": 0.5}, ckpt, step=2000)
         folder = run_folder(t)
     assert "recording offline" in capsys.readouterr().out, "one line says where the run is"
     assert sum(p.stat().st_size for p in folder.glob("run-*.wandb")) > 64 * 1024
     run = read_offline_run(folder)
-    assert run["config"]["lr"] == 0.001 and run["config"]["arch"] == "resnet18" and run["run"]["name"] == "blocks"
+    assert (
+        run["config"]["lr"] == 0.001
+        and run["config"]["arch"] == "resnet18"
+        and run["run"]["name"] == "blocks"
+    )
     steps = {h["_step"]: h for h in run["history"]}
     assert all(abs(steps[s]["train_loss_running"] - 1.0 / (s + 1)) < 1e-12 for s in range(2000))
     assert steps[2000]["valid_auc"] == 0.75
     (art,) = run["artifacts"]
-    assert art["type"] == "model" and {"epoch-1", "best", "latest"} <= set(art["aliases"]) and "model.pt" in art["files"]
+    assert (
+        art["type"] == "model"
+        and {"epoch-1", "best", "latest"} <= set(art["aliases"])
+        and "model.pt" in art["files"]
+    )
 
 
 def test_tracker_finishes_the_run_when_training_raises(no_key, tmp_path):
     with pytest.raises(RuntimeError):
         with Tracker("course-lib-tests", {"lr": 1}, dir=tmp_path, name="crash") as t:
-            folder = run_folder(t); t.on_step(1, {"loss": 1.0}); raise RuntimeError("boom")
+            folder = run_folder(t)
+            t.on_step(1, {"loss": 1.0})
+            raise RuntimeError("boom")
     assert t.run is None
     records = tracking.finished_records(next(folder.glob("run-*.wandb")))
     exits = [r.exit for r in records if r.WhichOneof("record_type") == "exit"]
@@ -58,25 +72,32 @@ def test_tracker_finishes_the_run_when_training_raises(no_key, tmp_path):
 def test_a_damaged_or_unfinished_log_is_an_error_not_missing_steps(no_key, tmp_path):
     "A flipped byte fails the CRC check; a log without its exit record is refused after the timeout."
     with Tracker("course-lib-tests", {"lr": 1}, dir=tmp_path, name="damaged") as t:
-        for step in range(50): t.on_step(step, {"loss": float(step)})
+        for step in range(50):
+            t.on_step(step, {"loss": float(step)})
         folder = run_folder(t)
     log = next(folder.glob("run-*.wandb"))
     records = tracking.finished_records(log)
     assert sorted(h["_step"] for h in read_offline_run(folder)["history"]) == list(range(50))
-    data = bytearray(log.read_bytes()); data[len(data) // 2] ^= 0xFF
-    (tmp_path / "bad").mkdir(); (tmp_path / "bad" / log.name).write_bytes(bytes(data))
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / log.name).write_bytes(bytes(data))
     with pytest.raises(CourseLibError, match="bad CRC in the chunk at byte"):
         read_offline_run(tmp_path / "bad")
     exit_at = max(i for i, r in enumerate(records) if r.WhichOneof("record_type") == "exit")
-    cut = log.read_bytes()[:len(log.read_bytes()) - records[exit_at].ByteSize() - 7]  # drop the last chunk (the exit record)
-    (tmp_path / "cut").mkdir(); (tmp_path / "cut" / log.name).write_bytes(cut)
+    cut = log.read_bytes()[
+        : len(log.read_bytes()) - records[exit_at].ByteSize() - 7
+    ]  # drop the last chunk (the exit record)
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / log.name).write_bytes(cut)
     with pytest.raises(CourseLibError, match="has no exit record after 0.5 s"):
         read_offline_run(tmp_path / "cut", timeout=0.5)
 
 
 def test_disabled_writes_nothing(tmp_path):
     with Tracker("course-lib-tests", {}, mode="disabled", dir=tmp_path) as t:
-        t.on_step(1, {"x": 1.0}); t.on_epoch_end({"epoch": 0, "valid_auc": 0.5})
+        t.on_step(1, {"x": 1.0})
+        t.on_epoch_end({"epoch": 0, "valid_auc": 0.5})
     assert run_folder(t) is None and not (tmp_path / "wandb").exists()
 
 
@@ -89,19 +110,43 @@ def _read_back(out):
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
 def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_path, no_key):
-    "course-lib train --wandb offline (no key, no stdin): config, every epoch's metrics and the model artifacts are in the log."
+    """course-lib train --wandb offline (no key, no stdin): config, every epoch's metrics and the model
+    artifacts are in the log."""
     out = tmp_path / engine
     arch = "resnet18" if engine == "xla" else "efficientnet-b0"
-    r = run_cli("train", "--engine", engine, "--data", sample_dir, "--arch", arch, "--img-size", 32, "--batch-size", 3, "--epochs", 2,
-                "--lr", 0.001, "--wandb", "offline", "--out", out, timeout=900,
-                env={"PJRT_DEVICE": "CPU", "WANDB_MODE": ""})  # an empty WANDB_MODE counts as unset
+    r = run_cli(
+        "train",
+        "--engine",
+        engine,
+        "--data",
+        sample_dir,
+        "--arch",
+        arch,
+        "--img-size",
+        32,
+        "--batch-size",
+        3,
+        "--epochs",
+        2,
+        "--lr",
+        0.001,
+        "--wandb",
+        "offline",
+        "--out",
+        out,
+        timeout=900,
+        env={"PJRT_DEVICE": "CPU", "WANDB_MODE": ""},
+    )  # an empty WANDB_MODE counts as unset
     assert r.returncode == 0, r.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     run = _read_back(out)
-    assert run["config"]["lr"] == 0.001 and run["config"]["engine"] == engine and run["config"]["arch"] == arch
+    assert (
+        run["config"]["lr"] == 0.001 and run["config"]["engine"] == engine and run["config"]["arch"] == arch
+    )
     by_epoch = {}  # Lightning logs train and validation metrics in separate rows of the same epoch
     for h in run["history"]:
-        if "epoch" in h and ("valid_auc" in h or "train_loss" in h): by_epoch.setdefault(int(h["epoch"]), {}).update(h)
+        if "epoch" in h and ("valid_auc" in h or "train_loss" in h):
+            by_epoch.setdefault(int(h["epoch"]), {}).update(h)
     assert sorted(by_epoch) == [r["epoch"] for r in metrics["epochs"]] == [0, 1], by_epoch
     for row in metrics["epochs"]:
         h = by_epoch[row["epoch"]]
@@ -118,8 +163,10 @@ def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_p
 @pytest.fixture
 def colab_secret(monkeypatch):
     "Colab's `google.colab.userdata` with a secret WANDB_API_KEY (the module only exists inside Colab)."
-    import sys, types
+    import sys
+    import types
     import google  # the namespace package that protobuf lives in; Colab adds `google.colab` to it
+
     secret = "c0lab" * 8
     colab = types.ModuleType("google.colab")
     colab.userdata = types.SimpleNamespace(get=lambda name: secret if name == "WANDB_API_KEY" else None)
@@ -132,14 +179,16 @@ def colab_secret(monkeypatch):
 def rejecting_server(monkeypatch):
     "A W&B server on 127.0.0.1 that answers 401 to every key, as api.wandb.ai does to a revoked one."
     from wandb_fake_server import RejectingServer
+
     server = RejectingServer()
     monkeypatch.setenv("WANDB_BASE_URL", server.url)
     yield server
     server.close()
 
 
-def test_colab_secret_reaches_wandb_and_a_rejected_key_falls_back_offline(no_key, colab_secret, rejecting_server,
-                                                                          tmp_path, capsys):
+def test_colab_secret_reaches_wandb_and_a_rejected_key_falls_back_offline(
+    no_key, colab_secret, rejecting_server, tmp_path, capsys
+):
     mode, why = resolve_mode("online")
     assert rejecting_server.keys == [colab_secret], "the server saw the Colab secret: it was handed to wandb"
     assert mode == "offline" and why.startswith("W&B did not accept the key (AuthenticationError"), why
@@ -153,7 +202,9 @@ def test_colab_secret_reaches_wandb_and_a_rejected_key_falls_back_offline(no_key
 
 def test_wandb_mode_from_the_environment(no_key, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "")
-    assert tracking.env_mode() is None and "WANDB_MODE" not in __import__("os").environ, "empty counts as unset"
+    assert tracking.env_mode() is None and "WANDB_MODE" not in __import__("os").environ, (
+        "empty counts as unset"
+    )
     monkeypatch.setenv("WANDB_MODE", "dryrun")
     assert tracking.env_mode() == "offline" and resolve_mode() == ("offline", None)
     monkeypatch.setenv("WANDB_MODE", "disabled")
@@ -161,4 +212,3 @@ def test_wandb_mode_from_the_environment(no_key, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "sometimes")
     with pytest.raises(CourseLibError, match="WANDB_MODE='sometimes' is not a W&B mode"):
         resolve_mode()
-

@@ -1,5 +1,11 @@
-"Chapter 07 on XLA:CPU: torch_xla.launch path, Lightning on XLA, recompilation check, two real replicas, data, warnings."
-import json, math, os, subprocess, sys
+"""Chapter 07 on XLA:CPU: the torch_xla.launch path, Lightning on XLA, the recompilation check, two real
+replicas, the data, warnings."""
+
+import json
+import math
+import os
+import subprocess
+import sys
 import pytest
 import torch
 from conftest import REPO, run_cli
@@ -8,37 +14,48 @@ from course_lib.xla import XLA_DEFAULTS, check_no_recompilation, make_loaders, m
 
 
 def xla_check(name, tmp_path, timeout=900, output=False):
-    "Run one of tests/xla_checks.py in a fresh process (PJRT_DEVICE=CPU, every warning shown); its JSON result."
+    """Run one of tests/xla_checks.py in a fresh process (PJRT_DEVICE=CPU, every warning shown); its JSON
+    result."""
     out = tmp_path / f"{name}.json"
     env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONWARNINGS": "always"}
-    r = subprocess.run([sys.executable, str(REPO / "tests" / "xla_checks.py"), name, str(out)], capture_output=True,
-                       text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "xla_checks.py"), name, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert r.returncode == 0 and out.exists(), r.stderr[-3000:]
     result = json.loads(out.read_text())
     return (result, r.stdout + r.stderr) if output else result
 
 
-def rows(counts): return [dict(compiles=c) for c in counts]
+def rows(counts):
+    return [dict(compiles=c) for c in counts]
 
 
 def test_recompilation_check():
     check_no_recompilation(rows([8, 9, 9, 9]))  # the measured ResNet-18 pattern: one one-off graph in epoch 2
-    check_no_recompilation(rows([8, 9]))        # too few epochs to judge
+    check_no_recompilation(rows([8, 9]))  # too few epochs to judge
     with pytest.raises(CourseLibError, match="recompiled after warm-up"):
         check_no_recompilation(rows([8, 40, 72]))
 
 
 def test_changing_shapes_recompile_on_xla_cpu(tmp_path):
     counts = xla_check("recompile", tmp_path)["counts"]
-    assert counts[0] >= 1 and counts[0] == counts[1] == counts[2], counts          # one shape: compiled once
-    assert counts[3] > counts[2] and counts[4] > counts[3] and counts[5] > counts[4], counts  # a new shape each step
+    assert counts[0] >= 1 and counts[0] == counts[1] == counts[2], counts  # one shape: compiled once
+    assert counts[3] > counts[2] and counts[4] > counts[3] and counts[5] > counts[4], (
+        counts
+    )  # a new shape each step
     with pytest.raises(CourseLibError):
         check_no_recompilation(rows(counts[2:]), warmup_epochs=1)
 
 
 @pytest.mark.slow
 def test_lightning_fits_on_xla_cpu(tmp_path):
-    "Chapter 04's module, seeded the same, fitted by Lightning on XLA:CPU and on the CPU: the first steps agree."
+    """Chapter 04's module, seeded the same, fitted by Lightning on XLA:CPU and on the CPU: the first steps
+    agree."""
     r = xla_check("lightning", tmp_path)
     cpu = r["cpu"]
     assert r["strategy"] == "SingleDeviceXLAStrategy" and r["devices_seen"] == ["xla:0"], r
@@ -49,37 +66,54 @@ def test_lightning_fits_on_xla_cpu(tmp_path):
     assert r["largest_weight_change"] > 1e-4, "the optimizer stepped on the XLA device"
     x, c = r["step_losses"], cpu["step_losses"]
     assert len(x) == len(c) >= 8
-    # step 0: same weights and batch (measured 3e-6 relative); step 1: after one Adam step on each device (6e-5).
-    # Later steps drift apart: Adam's first steps scale each gradient to ~lr, so float-rounding differences grow.
+    # step 0: same weights and batch (measured 3e-6 relative); step 1: after one Adam step on each device
+    # (6e-5).
+    # Later steps drift apart: Adam's first steps scale each gradient to ~lr, so float-rounding differences
+    # grow.
     assert abs(x[0] - c[0]) / c[0] < 1e-4 and abs(x[1] - c[1]) / c[1] < 1e-3, (x[:2], c[:2])
 
 
 @pytest.mark.slow
 def test_lightning_fits_on_xla_cpu_in_bf16_true(tmp_path):
-    "fit_lightning(precision='bf16-mixed') on an XLA accelerator asks for 'bf16-true', and the fit really runs in bf16."
+    """fit_lightning(precision='bf16-mixed') on an XLA accelerator asks for 'bf16-true', and the fit really
+    runs in bf16."""
     r, output = xla_check("lightning_bf16", tmp_path, output=True)
-    # what chapter 07 says about it: torch_xla honours XLA_USE_BF16 with a warning; Lightning calls xm.mark_step
-    assert "XLA_USE_BF16 will be deprecated" in output and "pytorch_lightning/plugins/precision/xla.py" in output
-    assert (r["precision_plugin"], r["precision"], r["strategy"]) == ("XLAPrecision", "bf16-true", "SingleDeviceXLAStrategy")
+    # what chapter 07 says about it: torch_xla honours XLA_USE_BF16 with a warning; Lightning calls
+    # xm.mark_step
+    assert (
+        "XLA_USE_BF16 will be deprecated" in output and "pytorch_lightning/plugins/precision/xla.py" in output
+    )
+    assert (r["precision_plugin"], r["precision"], r["strategy"]) == (
+        "XLAPrecision",
+        "bf16-true",
+        "SingleDeviceXLAStrategy",
+    )
     assert r["devices_seen"] == ["xla:0"] and r["xla_use_bf16_while_training"] == ["1"], r
     losses, cpu = r["step_losses"], r["cpu"]["step_losses"]
     assert len(losses) == len(cpu) >= 8 and all(math.isfinite(x) for x in losses)
     assert r["largest_weight_change"] > 1e-4
+
     # every loss is a bf16 number, which fp32 losses almost never are (the CPU's are not)
-    as_bf16 = lambda x: torch.tensor(x).to(torch.bfloat16).float().item()
+    def as_bf16(x):
+        return torch.tensor(x).to(torch.bfloat16).float().item()
+
     assert all(as_bf16(x) == x for x in losses), losses[:4]
     assert sum(as_bf16(x) == x for x in cpu) <= 1, cpu[:4]
-    # the first step, same weights and batch: bf16 rounding (measured 1.3e-2), not fp32's (3e-6 in the test above)
+    # the first step, same weights and batch: bf16 rounding (measured 1.3e-2), not fp32's (3e-6 in the test
+    # above)
     assert 1e-3 < abs(losses[0] - cpu[0]) / cpu[0] < 0.1, (losses[0], cpu[0])
 
 
 @pytest.mark.slow
 def test_course_code_prints_no_deprecation_warnings(tmp_path):
-    "train_xla on both tasks, fp32 and bf16, with every warning shown: none says deprecated; the old names do."
+    """train_xla on both tasks, fp32 and bf16, with every warning shown: none says deprecated; the old
+    names do."""
     runs, output = xla_check("train", tmp_path, output=True)
     assert set(runs) == {"fashion-32", "fashion-bf16", "melanoma"}
     assert all(len(h["epochs"]) == 2 for h in runs.values())
-    assert "deprecat" not in output.lower(), [l for l in output.splitlines() if "deprecat" in l.lower()][:5]
+    assert "deprecat" not in output.lower(), [
+        line for line in output.splitlines() if "deprecat" in line.lower()
+    ][:5]
     control_dir = tmp_path / "control"
     control_dir.mkdir()
     _, control = xla_check("old_api", control_dir, output=True)
@@ -93,34 +127,57 @@ def _epoch_images(task, world, rank, epoch, flags):
     sampler.set_epoch(epoch)
     keys = list(sampler)
     images = torch.cat([x for x, _ in loader])
-    assert all(e == epoch for e, _ in keys) and len(images) == len(keys) // flags["batch_size"] * flags["batch_size"]
+    assert (
+        all(e == epoch for e, _ in keys)
+        and len(images) == len(keys) // flags["batch_size"] * flags["batch_size"]
+    )
     return {i: img for (_, i), img in zip(keys, images)}
 
 
 def test_melanoma_task_augments_each_epoch_anew_and_repeats_with_the_seed(tmp_path):
-    "_run's melanoma loaders hand chapter 02's dataset (epoch, index) keys: new augmentations each epoch, the same on a rerun."
+    """_run's melanoma loaders hand chapter 02's dataset (epoch, index) keys: new augmentations each epoch,
+    the same on a rerun."""
     data = make_sample_dataset(tmp_path / "sample", n=60, img_size=40, seed=2)
-    flags = dict(XLA_DEFAULTS, task="melanoma", data_dir=str(data), arch="simple-cnn", img_size=32, batch_size=4,
-                 num_workers=2, seed=7)
+    flags = dict(
+        XLA_DEFAULTS,
+        task="melanoma",
+        data_dir=str(data),
+        arch="simple-cnn",
+        img_size=32,
+        batch_size=4,
+        num_workers=2,
+        seed=7,
+    )
     task = melanoma_task(flags)
     e0, e1 = (_epoch_images(task, 1, 0, epoch, flags) for epoch in (0, 1))
     both = sorted(set(e0) & set(e1))
     assert len(both) >= 20
-    changed = sum(not torch.equal(e0[i], e1[i]) for i in both)  # a crop position and two flips: rarely all repeat
+    changed = sum(
+        not torch.equal(e0[i], e1[i]) for i in both
+    )  # a crop position and two flips: rarely all repeat
     assert changed >= 0.8 * len(both), f"only {changed} of {len(both)} images were augmented anew in epoch 1"
-    for epoch, images in ((0, e0), (1, e1)):  # each image depends on its key alone, not on the worker or its position
+    for epoch, images in (
+        (0, e0),
+        (1, e1),
+    ):  # each image depends on its key alone, not on the worker or its position
         assert all(torch.equal(img, task.train[(epoch, i)][0]) for i, img in images.items())
     again = _epoch_images(melanoma_task(flags), 1, 0, 0, flags)  # a new run with the same seed
     assert again.keys() == e0.keys() and all(torch.equal(again[i], e0[i]) for i in e0)
     halves = [_epoch_images(task, 2, rank, 0, flags) for rank in (0, 1)]  # two replicas: disjoint shards
     assert not set(halves[0]) & set(halves[1])
-    assert all(torch.equal(img, e0[i]) for h in halves for i, img in h.items() if i in e0), "replica-independent"
+    assert all(torch.equal(img, e0[i]) for h in halves for i, img in h.items() if i in e0), (
+        "replica-independent"
+    )
 
 
-def test_require_xla_lets_torch_xla_choose_the_device():
-    "Without PJRT_DEVICE, require_xla leaves the choice to torch_xla, which finds no TPU here and picks the CPU."
+def test_xla_device_type_lets_torch_xla_choose_the_device():
+    """Without PJRT_DEVICE, the course leaves the choice to torch_xla, which finds no TPU here and picks the
+    CPU; require_xla alone does not import torch_xla (so a command-line check fails in one line)."""
     env = {k: v for k, v in os.environ.items() if k != "PJRT_DEVICE"}
-    code = "import os; from course_lib.xla import require_xla; print(require_xla(), os.environ['PJRT_DEVICE'])"
+    code = (
+        "import os, sys; from course_lib.xla import require_xla, xla_device_type; require_xla(); "
+        "assert 'torch_xla' not in sys.modules; print(xla_device_type(), os.environ['PJRT_DEVICE'])"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.split() == ["CPU", "CPU"], r.stdout + r.stderr[-2000:]
     assert "Defaulting to PJRT_DEVICE=CPU" in r.stderr  # torch_xla's own choice, announced
@@ -128,9 +185,13 @@ def test_require_xla_lets_torch_xla_choose_the_device():
 
 @pytest.mark.slow
 def test_two_xla_replicas_match_one_with_the_global_batch(tmp_path):
-    "_run in 2 gloo-joined XLA:CPU processes (batch 16 each) vs 1 process (batch 32): same weights and metrics."
+    """_run in 2 gloo-joined XLA:CPU processes (batch 16 each) vs 1 process (batch 32): same weights and
+    metrics."""
     r = xla_check("replicas", tmp_path)
-    assert r["largest_weight"] > 0.01 and r["max_weight_diff"] < 1e-5, (r["max_weight_diff"], r["largest_weight"])
+    assert r["largest_weight"] > 0.01 and r["max_weight_diff"] < 1e-5, (
+        r["max_weight_diff"],
+        r["largest_weight"],
+    )
     h1, h2 = r["history_1"]["epochs"][0], r["history_2"]["epochs"][0]
     assert (h1["replicas"], h2["replicas"]) == (1, 2)
     for k in ("train_loss", "valid_loss", "valid_accuracy"):
@@ -139,15 +200,35 @@ def test_two_xla_replicas_match_one_with_the_global_batch(tmp_path):
 
 @pytest.mark.slow
 def test_cli_xla_engine_writes_the_common_metrics(sample_dir, tmp_path):
-    r = run_cli("train", "--engine", "xla", "--data", sample_dir, "--arch", "resnet18", "--img-size", 32, "--batch-size", 16,
-                "--epochs", 3, "--out", tmp_path / "xla", env={"PJRT_DEVICE": "CPU"}, timeout=900)
+    r = run_cli(
+        "train",
+        "--engine",
+        "xla",
+        "--data",
+        sample_dir,
+        "--arch",
+        "resnet18",
+        "--img-size",
+        32,
+        "--batch-size",
+        16,
+        "--epochs",
+        3,
+        "--out",
+        tmp_path / "xla",
+        env={"PJRT_DEVICE": "CPU"},
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((tmp_path / "xla" / "metrics.json").read_text())
     assert m["engine"] == "xla" and len(m["epochs"]) == 3 and 0 <= m["best_valid_auc"] <= 1
     for row in m["epochs"]:
-        assert {"epoch", "train_loss", "valid_loss", "valid_auc", "seconds"} <= set(row) and row["replicas"] == 1
+        assert {"epoch", "train_loss", "valid_loss", "valid_auc", "seconds"} <= set(row) and row[
+            "replicas"
+        ] == 1
     check_no_recompilation(m["epochs"])
     from course_lib.engine import create_model, load_checkpoint
+
     ckpt = load_checkpoint(tmp_path / "xla" / "checkpoints" / "last.pt")  # weights_only=True
     assert ckpt["epoch"] == 2 and ckpt["arch"] == "resnet18"
     create_model("resnet18", pretrained=False, num_classes=1).load_state_dict(ckpt["model"])

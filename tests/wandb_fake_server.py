@@ -1,5 +1,8 @@
 "A W&B server stand-in on 127.0.0.1 that rejects every key, and records which keys it was sent."
-import base64, http.server, threading
+
+import base64
+import http.server
+import threading
 
 
 class RejectingServer:

@@ -1,13 +1,18 @@
 """Real XLA:CPU checks, each in a fresh process (the XLA runtime cannot be restarted inside pytest's process).
 
-    python tests/xla_checks.py recompile OUT.json   # compilation counts for fixed and changing shapes
-    python tests/xla_checks.py lightning OUT.json   # chapter 04's module fitted by Lightning on XLA:CPU
-    python tests/xla_checks.py lightning_bf16 OUT.json  # the same module in Lightning's "bf16-true" on XLA:CPU
-    python tests/xla_checks.py replicas OUT.json    # chapter 07's _run: 2 gloo-joined XLA:CPU replicas vs 1
-    python tests/xla_checks.py train OUT.json       # train_xla on both tasks, fp32 and bf16 (for the warnings test)
-    python tests/xla_checks.py old_api OUT.json     # the deprecated xm.xla_device and xm.mark_step (its control)
+python tests/xla_checks.py recompile OUT.json   # compilation counts for fixed and changing shapes
+python tests/xla_checks.py lightning OUT.json   # chapter 04's module fitted by Lightning on XLA:CPU
+python tests/xla_checks.py lightning_bf16 OUT.json  # the same module in Lightning's "bf16-true" on XLA:CPU
+python tests/xla_checks.py replicas OUT.json    # chapter 07's _run: 2 gloo-joined XLA:CPU replicas vs 1
+python tests/xla_checks.py train OUT.json       # train_xla on both tasks, fp32 and bf16 (for the warnings
+test)
+python tests/xla_checks.py old_api OUT.json     # the deprecated xm.xla_device and xm.mark_step (its control)
 """
-import json, os, socket, sys
+
+import json
+import os
+import socket
+import sys
 from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
@@ -15,8 +20,10 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 def recompile(out):
     "Compilation counts: three steps with one shape (compiled once), then three steps with a new shape each."
-    import torch, torch_xla
+    import torch
+    import torch_xla
     from course_lib.xla import compile_count
+
     dev = torch_xla.device()
     w = torch.randn(8, 1, device=dev)
     counts = []
@@ -27,22 +34,30 @@ def recompile(out):
 
 
 def _xla_cpu_accelerator():
-    "Stands in for a TPU in tests: Lightning's XLAAccelerator counts TPU chips; this one counts XLA:CPU devices."
-    import torch, torch_xla.runtime as xr
+    """Stands in for a TPU in tests: Lightning's XLAAccelerator counts TPU chips; this one counts XLA:CPU
+    devices."""
+    import torch
+    import torch_xla.runtime as xr
     from pytorch_lightning.accelerators import XLAAccelerator
 
     class XLACPUAccelerator(XLAAccelerator):
         @staticmethod
-        def auto_device_count() -> int: return xr.global_runtime_device_count()
+        def auto_device_count() -> int:
+            return xr.global_runtime_device_count()
+
         @staticmethod
-        def is_available() -> bool: return xr.global_runtime_device_count() > 0
+        def is_available() -> bool:
+            return xr.global_runtime_device_count() > 0
+
         @staticmethod
         def parse_devices(devices) -> int:  # the parent's version checks against the TPU chip count
             n = xr.global_runtime_device_count()
             return n if devices in ("auto", -1) else int(devices)
+
         @staticmethod
         def get_parallel_devices(devices) -> list:
             return [torch.device("xla", i) for i in range(devices)]
+
     return XLACPUAccelerator()
 
 
@@ -52,58 +67,98 @@ def _fit_module(out, where, accelerator, precision="32"):
     from course_lib.data import add_folds, make_sample_dataset
     from course_lib.engine import seed_everything
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
+
     data = make_sample_dataset(Path(out).parent / "sample", n=96, img_size=40, seed=3)
     df = add_folds(pd.read_csv(data / "train.csv"), seed=42)
-    seed_everything(42); module = MelanomaModule("resnet18", seed=42)
-    seen, losses, env = set(), [], set()  # devices of the batches and weights while training; each step's loss; XLA_USE_BF16
+    seed_everything(42)
+    module = MelanomaModule("resnet18", seed=42)
+    seen, losses, env = (
+        set(),
+        [],
+        set(),
+    )  # devices of the batches and weights while training; each step's loss; XLA_USE_BF16
+
     def on_batch_start(batch, batch_idx, m=module):
         seen.update({str(batch[0].device), str(m.model.fc.weight.device)})
         env.add(os.environ.get("XLA_USE_BF16"))
+
     module.on_train_batch_start = on_batch_start
-    module.on_train_batch_end = lambda outputs, batch, batch_idx, l=losses: l.append(float(outputs["loss"]))
+
+    def on_batch_end(outputs, batch, batch_idx):
+        losses.append(float(outputs["loss"]))
+
+    module.on_train_batch_end = on_batch_end
     start = {k: v.clone() for k, v in module.state_dict().items()}
     dm = MelanomaDataModule(df, data, 0, img_size=32, batch_size=16)
-    hist = fit_lightning(module, dm, epochs=2, precision=precision, progress=False, accelerator=accelerator, devices=1,
-                         checkpoint_dir=Path(out).parent / f"ckpt-{where}")
-    moved = max((v.cpu() - start[k]).abs().max().item() for k, v in module.state_dict().items() if v.is_floating_point())
+    hist = fit_lightning(
+        module,
+        dm,
+        epochs=2,
+        precision=precision,
+        progress=False,
+        accelerator=accelerator,
+        devices=1,
+        checkpoint_dir=Path(out).parent / f"ckpt-{where}",
+    )
+    moved = max(
+        (v.cpu() - start[k]).abs().max().item()
+        for k, v in module.state_dict().items()
+        if v.is_floating_point()
+    )
     trainer = module.trainer
-    return dict(history=hist, devices_seen=sorted(seen), strategy=type(trainer.strategy).__name__,
-                precision_plugin=type(trainer.precision_plugin).__name__, precision=trainer.precision_plugin.precision,
-                step_losses=losses, largest_weight_change=moved, xla_use_bf16_while_training=sorted(map(str, env)))
+    return dict(
+        history=hist,
+        devices_seen=sorted(seen),
+        strategy=type(trainer.strategy).__name__,
+        precision_plugin=type(trainer.precision_plugin).__name__,
+        precision=trainer.precision_plugin.precision,
+        step_losses=losses,
+        largest_weight_change=moved,
+        xla_use_bf16_while_training=sorted(map(str, env)),
+    )
 
 
 def lightning(out):
-    "Fit MelanomaModule for 2 epochs on XLA:CPU (through the stand-in accelerator) and on the CPU, seeded the same."
+    """Fit MelanomaModule for 2 epochs on XLA:CPU (through the stand-in accelerator) and on the CPU, seeded
+    the same."""
     xla = _fit_module(out, "xla", _xla_cpu_accelerator())
     return dict(xla, cpu=_fit_module(out, "cpu", "cpu"))
 
 
 def lightning_bf16(out):
-    "The same fit on XLA:CPU with the course's bf16: Lightning's 'bf16-true' (a fresh process: torch_xla reads XLA_USE_BF16 once)."
+    """The same fit on XLA:CPU with the course's bf16: Lightning's 'bf16-true' (a fresh process: torch_xla
+    reads XLA_USE_BF16 once)."""
     bf16 = _fit_module(out, "xla-bf16", _xla_cpu_accelerator(), precision="bf16-mixed")
     return dict(bf16, cpu=_fit_module(out, "cpu", "cpu"))
 
 
 class GlooReplicas:
-    "XlaReplicas' three operations over torch.distributed's gloo backend: real replicas as processes on a CPU machine."
+    """XlaReplicas' three operations over torch.distributed's gloo backend: real replicas as processes on a
+    CPU machine."""
+
     def info(self):
         import torch.distributed as dist
+
         return dist.get_world_size(), dist.get_rank()
 
     def optimizer_step(self, optimizer):
         "Average every gradient over the processes (on the CPU, where gloo works), then step."
         import torch.distributed as dist
+
         world = dist.get_world_size()
         for group in optimizer.param_groups:
             for p in group["params"]:
-                if p.grad is None: continue
+                if p.grad is None:
+                    continue
                 g = p.grad.detach().cpu()
                 dist.all_reduce(g)
                 p.grad.copy_((g / world).to(p.grad.device))
         optimizer.step()
 
     def gather(self, tensor):
-        import torch, torch.distributed as dist
+        import torch
+        import torch.distributed as dist
+
         mine = tensor.detach().cpu()
         parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
         dist.all_gather(parts, mine)
@@ -114,40 +169,59 @@ def _replica(rank, world, flags, port, out):
     "One gloo-joined process running chapter 07's per-core function on its own XLA:CPU device."
     import torch.distributed as dist
     from course_lib.xla import _run
+
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try: _run(rank, dict(flags, out=out, replicas=GlooReplicas()))
-    finally: dist.destroy_process_group()
+    try:
+        _run(rank, dict(flags, out=out, replicas=GlooReplicas()))
+    finally:
+        dist.destroy_process_group()
 
 
 def replicas(out):
-    "Two replicas with batch 16 and one with batch 32 (same effective learning rate): final weights and metrics."
-    import torch, torch.multiprocessing as mp
+    """Two replicas with batch 16 and one with batch 32 (same effective learning rate): final weights and
+    metrics."""
+    import torch.multiprocessing as mp
     from course_lib.engine import load_checkpoint
     from course_lib.xla import XLA_DEFAULTS
-    flags = dict(XLA_DEFAULTS, task="fashion", smoke=True, arch="simple-cnn", img_size=16, epochs=1, lr=1e-3, seed=0)
+
+    flags = dict(
+        XLA_DEFAULTS, task="fashion", smoke=True, arch="simple-cnn", img_size=16, epochs=1, lr=1e-3, seed=0
+    )
     runs = {}
     for world, batch, lr in ((2, 16, 1e-3), (1, 32, 2e-3)):  # _run multiplies lr by the number of replicas
-        d = Path(out).parent / f"replicas-{world}"; (d / "checkpoints").mkdir(parents=True)
-        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        d = Path(out).parent / f"replicas-{world}"
+        (d / "checkpoints").mkdir(parents=True)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
         mp.spawn(_replica, args=(world, dict(flags, batch_size=batch, lr=lr), port, str(d)), nprocs=world)
         state = load_checkpoint(d / "checkpoints" / "last.pt")["model"]
         runs[world] = dict(history=json.loads((d / "xla_history.json").read_text()), state=state)
     s1, s2 = runs[1]["state"], runs[2]["state"]
     diff = max((s1[k].float() - s2[k].float()).abs().max().item() for k in s1)
     moved = max((s1[k].float()).abs().max().item() for k in s1)
-    return dict(max_weight_diff=diff, largest_weight=moved, history_1=runs[1]["history"], history_2=runs[2]["history"])
+    return dict(
+        max_weight_diff=diff, largest_weight=moved, history_1=runs[1]["history"], history_2=runs[2]["history"]
+    )
 
 
 def train(out):
     "train_xla as the course runs it: FashionMNIST in fp32 and bf16, the melanoma task for 2 epochs."
     from course_lib.data import make_sample_dataset
     from course_lib.xla import train_xla
+
     d = Path(out).parent
     data = make_sample_dataset(d / "sample", n=60, img_size=40, seed=1)
     runs = {}
-    for name, kw in (("fashion-32", dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16)),
-                     ("fashion-bf16", dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16, precision="bf16-mixed")),
-                     ("melanoma", dict(task="melanoma", data_dir=str(data), arch="resnet18", img_size=32, num_workers=2))):
+    for name, kw in (
+        ("fashion-32", dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16)),
+        (
+            "fashion-bf16",
+            dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16, precision="bf16-mixed"),
+        ),
+        ("melanoma", dict(task="melanoma", data_dir=str(data), arch="resnet18", img_size=32, num_workers=2)),
+    ):
         runs[name] = train_xla(batch_size=16, epochs=2, out=str(d / name), **kw)
     return runs
 
@@ -155,19 +229,29 @@ def train(out):
 def _old_api(index):
     "The deprecated calls the course no longer makes, in a launched replica."
     import torch_xla.core.xla_model as xm
+
     xm.xla_device()
     xm.mark_step()
 
 
 def old_api(out):
-    "A control for the warnings test: the old names, launched the way train_xla launches _run, do print warnings."
+    """A control for the warnings test: the old names, launched the way train_xla launches _run, do print
+    warnings."""
     import torch_xla
+
     torch_xla.launch(_old_api, start_method="fork")
     return {}
 
 
 if __name__ == "__main__":
     check, out = sys.argv[1], sys.argv[2]
-    checks = dict(recompile=recompile, lightning=lightning, lightning_bf16=lightning_bf16, replicas=replicas, train=train, old_api=old_api)
+    checks = dict(
+        recompile=recompile,
+        lightning=lightning,
+        lightning_bf16=lightning_bf16,
+        replicas=replicas,
+        train=train,
+        old_api=old_api,
+    )
     result = checks[check](out)
     Path(out).write_text(json.dumps(result, indent=2, default=str))
