@@ -53,9 +53,9 @@ def generate(out: Path, n: int, size: int, workers: int, seed: int = 0) -> Path:
     """make_sample_dataset's images and table, written by `workers` processes (33,126 images take minutes
     on one core)."""
     import multiprocessing as mp
-    from course_lib.data import _sample_table
+    from course_lib.data import sample_table
 
-    df = _sample_table(n, size, 0.2, np.random.default_rng(seed))
+    df = sample_table(n, size, 0.2, np.random.default_rng(seed))
     (out / "train").mkdir(parents=True, exist_ok=True)
     rows = list(zip(range(n), df.image_name, df.target))
     chunks = [(str(out / "train"), size, seed, rows[k :: max(1, workers)]) for k in range(max(1, workers))]

@@ -18,6 +18,7 @@ import sys
 import time
 import tomllib
 from pathlib import Path
+from . import __version__
 from .data import CourseLibError
 
 # %% auto #0
@@ -651,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="course-lib", description="course_lib: the hands-on PyTorch course's command line."
     )
-    p.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,data,run-notebooks,sync-docs}")
     _train_parser(sub)
     _data_parser(sub)

@@ -18,9 +18,9 @@ from PIL import Image, ImageDraw, ImageFilter
 
 # %% auto #0
 __all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'FASHION_CLASSES', 'CourseLibError', 'find_kaggle_credentials',
-           'download_kaggle', 'make_lesion_image', 'write_sample_image', 'make_sample_dataset', 'cache_dir',
-           'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds', 'check_no_leakage', 'plot_fold_balance',
-           'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
+           'download_kaggle', 'make_lesion_image', 'sample_table', 'write_sample_image', 'make_sample_dataset',
+           'cache_dir', 'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds', 'check_no_leakage',
+           'plot_fold_balance', 'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
 
 # %% ../nbs/01_data.ipynb #c007
 KAGGLE_COLUMNS = [
@@ -141,7 +141,7 @@ _SITES = ["torso", "lower extremity", "upper extremity", "head/neck", "palms/sol
 _BENIGN_DIAGNOSES = ["unknown", "unknown", "unknown", "nevus", "seborrheic keratosis", "lentigo NOS"]
 
 
-def _sample_table(n: int, size: int, pos_rate: float, rng) -> pd.DataFrame:
+def sample_table(n: int, size: int, pos_rate: float, rng) -> pd.DataFrame:
     "The train.csv rows of a generated set of `n` images (Kaggle columns and dtypes)."
     rows, patient = [], 0
     while len(rows) < n:
@@ -187,7 +187,7 @@ def make_sample_dataset(
     if not 0 <= pos_rate <= 1:
         raise CourseLibError(f"pos_rate must be between 0 and 1, got {pos_rate}")
     out, rng = Path(out), np.random.default_rng(seed)
-    df = _sample_table(n, img_size, pos_rate, rng)
+    df = sample_table(n, img_size, pos_rate, rng)
     out.parent.mkdir(parents=True, exist_ok=True)
     # built beside its destination, so the final moves stay on one file system (/tmp may be another, e.g. a
     # tmpfs)

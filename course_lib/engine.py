@@ -21,7 +21,7 @@ from .dataset import normalize_batch
 # %% auto #0
 __all__ = ['EFFICIENTNETS', 'RESNETS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything', 'autocast',
            'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'to_device', 'train_one_epoch', 'evaluate',
-           'save_checkpoint', 'load_checkpoint', 'history_dict', 'fit']
+           'save_checkpoint', 'load_checkpoint', 'epoch_row', 'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))
@@ -263,7 +263,7 @@ def load_checkpoint(path, map_location="cpu") -> dict:
         ) from None
 
 # %% ../nbs/03_pytorch_loop.ipynb #c023
-def _epoch_row(epoch, train_loss, ev, seconds) -> dict:
+def epoch_row(epoch, train_loss, ev, seconds) -> dict:
     "One epoch of history, as every engine writes it to metrics.json."
     return dict(
         epoch=epoch,
@@ -378,7 +378,7 @@ def fit(
             on_step=on_step,
         )
         ev = evaluate(model, valid_loader, loss_fn, device, precision, channels_last)
-        rows.append(_epoch_row(epoch, train_loss, ev, time.time() - start))
+        rows.append(epoch_row(epoch, train_loss, ev, time.time() - start))
         bar.set_postfix(train_loss=f"{train_loss:.4f}", valid_auc=f"{ev['valid_auc']:.3f}")
         improved = ev["valid_auc"] > state["best"]
         state.update(

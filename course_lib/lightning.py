@@ -17,7 +17,7 @@ from .dataset import make_dataloaders, normalize_batch
 from course_lib.engine import (
     PRECISIONS,
     WeightedFocalLoss,
-    _epoch_row,
+    epoch_row,
     create_model,
     history_dict,
     resolve_precision,
@@ -156,7 +156,7 @@ class HistoryCallback(Callback):
     def on_train_epoch_end(self, trainer, module):
         m = {k: float(v) for k, v in trainer.callback_metrics.items()}
         ev = dict(valid_loss=m.get("valid_loss", math.nan), valid_auc=m.get("valid_auc", math.nan))
-        self.rows.append(_epoch_row(trainer.current_epoch, m["train_loss"], ev, time.time() - self._start))
+        self.rows.append(epoch_row(trainer.current_epoch, m["train_loss"], ev, time.time() - self._start))
 
     def state_dict(self):
         return {"rows": self.rows}  # saved in Lightning's checkpoints, so a resumed run keeps its history

@@ -186,9 +186,21 @@ def _finish(self, exit_code: int = 0) -> None:
         self.run = None
 
 
-Tracker.on_step, Tracker.on_epoch_end, Tracker.finish = _on_step, _on_epoch_end, _finish
-Tracker.__enter__ = lambda self: self
-Tracker.__exit__ = lambda self, kind, exc, tb: self.finish(1 if kind else 0)
+def _enter(self):
+    "`with Tracker(...) as tracker:` gives the tracker itself."
+    return self
+
+
+def _exit(self, kind, exc, tb):
+    "Finish the run when the `with` block ends, marked failed (exit code 1) when it raised."
+    self.finish(1 if kind else 0)
+
+
+Tracker.on_step = _on_step
+Tracker.on_epoch_end = _on_epoch_end
+Tracker.finish = _finish
+Tracker.__enter__ = _enter
+Tracker.__exit__ = _exit
 
 # %% ../nbs/08_experiment_tracking.ipynb #c014
 def run_folder(tracker: Tracker) -> Path | None:

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import pytest
 from conftest import run_cli
 from course_lib.data import CourseLibError
@@ -202,9 +203,7 @@ def test_colab_secret_reaches_wandb_and_a_rejected_key_falls_back_offline(
 
 def test_wandb_mode_from_the_environment(no_key, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "")
-    assert tracking.env_mode() is None and "WANDB_MODE" not in __import__("os").environ, (
-        "empty counts as unset"
-    )
+    assert tracking.env_mode() is None and "WANDB_MODE" not in os.environ, "empty counts as unset"
     monkeypatch.setenv("WANDB_MODE", "dryrun")
     assert tracking.env_mode() == "offline" and resolve_mode() == ("offline", None)
     monkeypatch.setenv("WANDB_MODE", "disabled")
