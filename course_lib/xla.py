@@ -309,26 +309,26 @@ def _write_history(out: Path, metric: str, rows: list[dict]) -> None:
 
 # %% ../nbs/07_tpu.ipynb #c033
 XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16
-XLA_DEFAULTS = dict(
-    task="fashion",
-    data_dir=None,
-    smoke=False,
-    download=False,
-    arch="resnet50",
-    pretrained=False,
-    img_size=128,
-    batch_size=128,
+XLA_DEFAULTS = dict(  # every setting train_xla takes, with its default
+    task="fashion",  # "fashion" (the post's FashionMNIST) or "melanoma" (chapters 02-03)
+    data_dir=None,  # the data's folder; None: the course cache (fashion)
+    smoke=False,  # fashion: a small generated set in the real file format
+    download=False,  # fashion: download the real files when they are missing
+    arch="resnet50",  # alexnet, simple-cnn, or any chapter 03 architecture
+    pretrained=False,  # start from ImageNet weights (chapter 03's create_model)
+    img_size=128,  # pixels per side
+    batch_size=128,  # per replica: the global batch is replicas x batch_size
     epochs=2,
-    lr=1e-3,
-    precision="32",
-    accumulate=1,
-    num_workers=0,
-    seed=42,
-    fold=0,
-    out="runs/xla",
-    tracker=None,
-    replicas=None,
-    start_method="fork",
+    lr=1e-3,  # for one replica; _run multiplies it by the number of replicas
+    precision="32",  # "32" or "bf16-mixed" (torch.autocast("xla"))
+    accumulate=1,  # micro-batches per optimizer step (chapter 06)
+    num_workers=0,  # DataLoader worker processes per replica
+    seed=42,  # weights, shuffling and augmentations
+    fold=0,  # melanoma: the validation fold
+    out="runs/xla",  # where xla_history.json and checkpoints/last.pt go
+    tracker=None,  # chapter 08: a function (rank, world) -> a tracker, or None
+    replicas=None,  # the collective operations; None: XlaReplicas (torch_xla)
+    start_method="fork",  # "fork" in a notebook; "spawn" works from a script
 )
 
 
