@@ -101,26 +101,31 @@ def validate_table(df: pd.DataFrame, data_dir, check_images: bool = True) -> pd.
 class MelanomaDataset(torch.utils.data.Dataset):
     "Image paths + targets + an albumentations pipeline -> (image tensor CHW, float target [1])."
 
-    def __init__(self, image_paths, targets, augmentations=None, seed: int = 0):
-        self.image_paths, self.targets, self.augmentations, self.seed = (
-            list(image_paths),
-            list(targets),
-            augmentations,
-            seed,
-        )
+    def __init__(
+        self,
+        image_paths,  # one image file per item
+        targets,  # one 0/1 label per item
+        augmentations=None,  # an albumentations pipeline, or None for the decoded image
+        seed: int = 0,  # with an (epoch, index) key, seeds the augmentations
+    ):
+        self.image_paths = list(image_paths)
+        self.targets = list(targets)
+        self.augmentations = augmentations
+        self.seed = seed
 
     def __len__(self):
         return len(self.image_paths)
 
     def __getitem__(self, idx):
-        if isinstance(idx, tuple):  # (epoch, index): augmentations seeded by (seed, epoch, index) alone
+        if isinstance(idx, tuple):  # fix 4: an (epoch, index) key seeds this image's augmentations
             epoch, idx = idx
             if hasattr(self.augmentations, "set_random_seed"):
                 self.augmentations.set_random_seed((self.seed * 1_000_003 + epoch) * 10_000_019 + idx)
-        image = load_image(self.image_paths[idx])
+        image = load_image(self.image_paths[idx])  # fix 2: always RGB
         if self.augmentations is not None:
             image = self.augmentations(image=image)["image"]
-        return image, torch.tensor([self.targets[idx]], dtype=torch.float32)
+        target = torch.tensor([self.targets[idx]], dtype=torch.float32)  # fix 3: a float of shape [1]
+        return image, target
 
 # %% ../nbs/02_dataset.ipynb #c014
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # A.Normalize's defaults
