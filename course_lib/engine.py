@@ -19,19 +19,20 @@ from .data import CourseLibError
 from .dataset import normalize_batch
 
 # %% auto #0
-__all__ = ['EFFICIENTNETS', 'RESNETS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything', 'autocast',
-           'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'to_device', 'train_one_epoch', 'evaluate',
-           'save_checkpoint', 'load_checkpoint', 'epoch_row', 'history_dict', 'fit']
+__all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything',
+           'autocast', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'to_device', 'train_one_epoch',
+           'evaluate', 'save_checkpoint', 'load_checkpoint', 'epoch_row', 'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
-EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))
-RESNETS = ("resnet18", "resnet34", "resnet50")
-ARCHS = EFFICIENTNETS + RESNETS
+EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
+TORCHVISION_ARCHS = ("efficientnet_b0", "resnet18", "resnet34", "resnet50")  # torchvision.models
+ARCHS = EFFICIENTNETS + TORCHVISION_ARCHS
 
 # %% ../nbs/03_pytorch_loop.ipynb #c008
 def _no_weights(arch: str, error: Exception, allow_random_init: bool) -> None:
     "Stop when pretrained weights cannot be loaded, unless random weights were explicitly allowed."
-    reason = f"{type(error).__name__}: {str(error).splitlines()[0][:120] if str(error) else ''}"
+    first_line = str(error).splitlines()[0][:120] if str(error) else ""
+    reason = f"{type(error).__name__}: {first_line}"
     if not allow_random_init:
         raise CourseLibError(
             f"no pretrained {arch} weights could be loaded ({reason}); "
@@ -41,28 +42,38 @@ def _no_weights(arch: str, error: Exception, allow_random_init: bool) -> None:
     print(f"notice: no pretrained {arch} weights ({reason}); starting from random weights as allowed")
 
 
+def _torchvision_model(arch: str, pretrained: bool, num_classes: int, allow_random_init: bool) -> nn.Module:
+    "A torchvision model (EfficientNet or ResNet) with a new `num_classes`-logit head."
+    import torchvision
+
+    build = getattr(torchvision.models, arch)
+    model = None
+    if pretrained:
+        try:
+            model = build(weights="DEFAULT")
+        except Exception as e:  # no network, a blocked host, a damaged cache: all end the same way
+            _no_weights(arch, e, allow_random_init)
+    if model is None:
+        model = build()
+    if arch.startswith("efficientnet"):
+        old_head = model.classifier[-1]
+        model.classifier[-1] = nn.Linear(old_head.in_features, num_classes)
+    else:
+        model.fc = nn.Linear(model.fc.in_features, num_classes)
+    return model
+
+
 def create_model(
-    arch: str = "efficientnet-b0",
+    arch: str = "efficientnet-b0",  # one of ARCHS
     pretrained: bool = False,  # ImageNet weights (downloaded once, then cached)
     num_classes: int = 1,  # outputs of the new head
     allow_random_init: bool = False,  # when the weights cannot be loaded: random weights instead of an error
 ) -> nn.Module:
-    "EfficientNet (efficientnet_pytorch) or ResNet (torchvision) with a `num_classes`-logit head."
+    "EfficientNet (either package) or a torchvision ResNet, with a `num_classes`-logit head."
     if arch not in ARCHS:
         raise CourseLibError(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
-    if arch in RESNETS:
-        import torchvision
-
-        build = getattr(torchvision.models, arch)
-        model = None
-        if pretrained:
-            try:
-                model = build(weights="DEFAULT")
-            except Exception as e:  # no network, a blocked host, a damaged cache: all end the same way
-                _no_weights(arch, e, allow_random_init)
-        model = model or build()
-        model.fc = nn.Linear(model.fc.in_features, num_classes)  # the new head
-        return model
+    if arch in TORCHVISION_ARCHS:
+        return _torchvision_model(arch, pretrained, num_classes, allow_random_init)
     from efficientnet_pytorch import EfficientNet
 
     if pretrained:
@@ -163,31 +174,35 @@ def _check_finite(total: torch.Tensor, step: int) -> None:
         )
 
 # %% ../nbs/03_pytorch_loop.ipynb #c017
-def to_device(batch, device, channels_last: bool = False):
-    """An (images, targets) batch on `device`; uint8 images are normalised there (chapter 02),
-    channels_last on request (chapter 05)."""
+def to_device(
+    batch,  # an (images, targets) pair from a loader
+    device,  # where the model is
+    channels_last: bool = False,  # NHWC memory order for the images (chapter 05)
+):
+    "The batch on `device`; uint8 images are normalised there (chapter 02)."
     x, y = batch
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    return normalize_batch(x.to(device, non_blocking=True, memory_format=fmt)), y.to(
-        device, non_blocking=True
-    )
+    x = x.to(device, non_blocking=True, memory_format=fmt)
+    y = y.to(device, non_blocking=True)
+    return normalize_batch(x), y
 
 
 def train_one_epoch(
     model,
-    loader,
+    loader,  # its sampler's set_epoch is called when it has one
     loss_fn,
     optimizer,
     device,
-    scheduler=None,
-    precision: str = "32",
-    accumulate: int = 1,
-    scaler=None,
-    progress: bool = False,
-    check_every: int = 25,
-    epoch: int = 0,
-    channels_last: bool = False,
-    on_step=None,
+    *,
+    scheduler=None,  # stepped once per optimizer step
+    precision: str = "32",  # one of PRECISIONS (chapter 05)
+    accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
+    scaler=None,  # a GradScaler for fp16; None: no scaling
+    progress: bool = False,  # show a progress bar
+    check_every: int = 25,  # steps between NaN checks and on_step calls
+    epoch: int = 0,  # passed to the sampler and to on_step
+    channels_last: bool = False,  # NHWC images (chapter 05)
+    on_step=None,  # called as on_step(global_step, metrics) every check_every steps
 ) -> float:
     "Train `model` for one pass over `loader`; returns the mean training loss per image."
     from tqdm.auto import tqdm
@@ -196,10 +211,12 @@ def train_one_epoch(
         raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
     scaler = scaler or torch.amp.GradScaler(device.type, enabled=False)
     model.train()
-    total, seen, n = torch.zeros((), device=device), 0, len(loader)
-    optimizer.zero_grad(set_to_none=True)
     if hasattr(getattr(loader, "sampler", None), "set_epoch"):
         loader.sampler.set_epoch(epoch)  # a new, reproducible order per epoch
+    total = torch.zeros((), device=device)
+    seen = 0
+    n = len(loader)
+    optimizer.zero_grad(set_to_none=True)
     for i, batch in enumerate(tqdm(loader, desc="train", leave=False, disable=not progress)):
         x, y = to_device(batch, device, channels_last)
         with autocast(precision, device):
@@ -319,21 +336,21 @@ def fit(
     model,
     train_loader,
     valid_loader,
-    epochs: int = 5,
-    lr: float = 5e-4,
-    loss_fn=None,
-    device=None,
-    precision: str = "32",
-    accumulate: int = 1,
-    patience: int = 3,
-    checkpoint_dir=None,
-    seed: int = 42,
-    progress: bool = True,
-    config: dict | None = None,
-    channels_last: bool = False,
-    resume: bool = False,
-    on_step=None,
-    on_epoch_end=None,
+    epochs: int = 5,  # the last epoch is epochs - 1
+    lr: float = 5e-4,  # Adam's learning rate
+    loss_fn=None,  # None: WeightedFocalLoss()
+    device=None,  # None: cuda when available, else cpu
+    precision: str = "32",  # one of PRECISIONS; fp16 on a CPU becomes the CPU's best choice
+    accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
+    patience: int = 3,  # epochs without a better valid AUC before stopping
+    checkpoint_dir=None,  # where best.pt and last.pt go; None: no checkpoints
+    seed: int = 42,  # each epoch seeds every generator with seed + epoch
+    progress: bool = True,  # progress bars
+    config: dict | None = None,  # stored in the checkpoints
+    channels_last: bool = False,  # NHWC images and weights (chapter 05)
+    resume: bool = False,  # continue from checkpoint_dir/last.pt
+    on_step=None,  # see train_one_epoch
+    on_epoch_end=None,  # called as on_epoch_end(row, last_checkpoint_path, step=global_step)
 ) -> dict:
     """Train with Adam, evaluate each epoch, keep the best-AUC and the last checkpoint, stop early; returns
     the history."""
@@ -358,9 +375,8 @@ def fit(
     for epoch in bar:
         if state["since_best"] >= patience:
             break  # a resumed run that had already stopped early
-        seed_everything(
-            seed + epoch
-        )  # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
+        # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
+        seed_everything(seed + epoch)
         start = time.time()
         train_loss = train_one_epoch(
             model,
@@ -368,11 +384,10 @@ def fit(
             loss_fn,
             optimizer,
             device,
-            None,
-            precision,
-            accumulate,
-            scaler,
-            progress,
+            precision=precision,
+            accumulate=accumulate,
+            scaler=scaler,
+            progress=progress,
             epoch=epoch,
             channels_last=channels_last,
             on_step=on_step,

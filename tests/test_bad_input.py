@@ -143,6 +143,12 @@ ENV_CASES = [  # (bad input, environment, extra arguments, what the user sees)
         ["--pretrained", "--arch", "resnet18"],
         r"no pretrained resnet18 weights could be loaded \(URLError.*--allow-random-init",
     ),
+    (
+        "--pretrained torchvision EfficientNet without internet",
+        OFFLINE,
+        ["--pretrained", "--arch", "efficientnet_b0"],
+        r"no pretrained efficientnet_b0 weights could be loaded \(URLError.*--allow-random-init",
+    ),
 ]
 
 

@@ -141,6 +141,12 @@ def test_focal_loss_matches_the_formula():
 def test_create_model_heads_and_unknown_arch():
     assert create_model("efficientnet-b0")(torch.randn(2, 3, 32, 32)).shape == (2, 1)
     assert create_model("resnet18")(torch.randn(2, 3, 32, 32)).shape == (2, 1)
+    old = create_model("efficientnet-b0")
+    new = create_model("efficientnet_b0")  # torchvision's
+    assert new(torch.randn(2, 3, 32, 32)).shape == (2, 1)
+    assert new.classifier[-1].out_features == 1
+    count = [sum(p.numel() for p in m.parameters()) for m in (old, new)]
+    assert count[0] == count[1], count
     with pytest.raises(CourseLibError, match="unknown --arch 'vgg99'"):
         create_model("vgg99")
 
