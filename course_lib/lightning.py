@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from fastcore.basics import patch
 from .data import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
 from course_lib.engine import (
@@ -34,25 +35,24 @@ class MelanomaModule(pl.LightningModule):
 
     def __init__(
         self,
-        arch: str = "efficientnet-b0",
-        pretrained: bool = False,
-        lr: float = 5e-4,
-        alpha: float = 0.25,
-        gamma: float = 2.0,
-        seed: int = 42,
-        channels_last: bool = False,
-        allow_random_init: bool = False,
-    ):  # random weights when pretrained ones cannot be loaded
+        arch: str = "efficientnet-b0",  # one of chapter 03's ARCHS
+        pretrained: bool = False,  # ImageNet weights
+        lr: float = 5e-4,  # Adam's learning rate
+        alpha: float = 0.25,  # the focal loss's class weight (chapter 03)
+        gamma: float = 2.0,  # the focal loss's focusing exponent
+        seed: int = 42,  # each epoch seeds every generator with seed + epoch
+        channels_last: bool = False,  # NHWC images and weights (chapter 05)
+        allow_random_init: bool = False,  # random weights when pretrained ones cannot be loaded
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.model = create_model(arch, pretrained, allow_random_init=allow_random_init)
         self.loss_fn = WeightedFocalLoss(alpha, gamma)
-        self._probs, self._targets = [], []
+        self._probs = []
+        self._targets = []
 
     def forward(self, x):
-        x = normalize_batch(
-            x
-        )  # uint8 batches from make_dataloaders(normalize_on_device=True); floats pass through
+        x = normalize_batch(x)  # uint8 batches (chapter 02) become floats; floats pass through
         if self.hparams.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
         return self.model(x)
@@ -74,7 +74,8 @@ class MelanomaModule(pl.LightningModule):
         return loss
 
 # %% ../nbs/04_lightning.ipynb #c009
-def _validation_step(self, batch, batch_idx):
+@patch
+def validation_step(self: MelanomaModule, batch, batch_idx):
     "Log the validation loss; keep probabilities and targets for the epoch's AUC."
     x, y = batch
     logits = self(x).float()
@@ -85,21 +86,18 @@ def _validation_step(self, batch, batch_idx):
     self._targets.append(y.flatten())
 
 
-def _on_validation_epoch_end(self):
+@patch
+def on_validation_epoch_end(self: MelanomaModule):
     "ROC AUC over the whole validation fold, gathered from every process (NaN when the fold holds one class)."
     from torchmetrics.functional.classification import binary_auroc
 
     probs = self.all_gather(torch.cat(self._probs)).flatten().cpu()  # one process: unchanged
     targets = self.all_gather(torch.cat(self._targets)).flatten().cpu().long()
-    self._probs, self._targets = [], []
+    self._probs = []
+    self._targets = []
     auc = binary_auroc(probs, targets).item() if targets.unique().numel() == 2 else float("nan")
-    self.log(
-        "valid_auc", auc, prog_bar=True
-    )  # every process computed the same value from the same predictions
-
-
-MelanomaModule.validation_step = _validation_step
-MelanomaModule.on_validation_epoch_end = _on_validation_epoch_end
+    # every process computed the same value from the same predictions
+    self.log("valid_auc", auc, prog_bar=True)
 
 # %% ../nbs/04_lightning.ipynb #c012
 class MelanomaDataModule(pl.LightningDataModule):
@@ -107,29 +105,27 @@ class MelanomaDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
-        df,
-        data_dir,
-        fold: int = 0,
-        img_size: int = 128,
+        df,  # the table, with a fold column (chapter 01's add_folds)
+        data_dir,  # a folder in the Kaggle layout
+        fold: int = 0,  # the validation fold
+        img_size: int = 128,  # training resolution, pixels
         batch_size: int = 32,
-        num_workers: int = 0,
-        seed: int = 42,
-        check_images: bool = True,
-        normalize_on_device: bool = False,
+        num_workers: int = 0,  # loader worker processes
+        seed: int = 42,  # the order and augmentations depend on it (chapter 02)
+        check_images: bool = True,  # validate_table opens every image first
+        normalize_on_device: bool = False,  # uint8 batches, normalised by the module
     ):
         super().__init__()
-        self.df, self.data_dir, self.kw = (
-            df,
-            data_dir,
-            dict(
-                fold=fold,
-                img_size=img_size,
-                batch_size=batch_size,
-                num_workers=num_workers,
-                seed=seed,
-                check_images=check_images,
-                normalize_on_device=normalize_on_device,
-            ),
+        self.df = df
+        self.data_dir = data_dir
+        self.kw = dict(  # make_dataloaders' keyword arguments
+            fold=fold,
+            img_size=img_size,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            seed=seed,
+            check_images=check_images,
+            normalize_on_device=normalize_on_device,
         )
         self._loaders = None
 
@@ -148,7 +144,8 @@ class HistoryCallback(Callback):
     "Record train_loss, valid_loss, valid_auc and seconds per epoch, as chapter 03's engine does."
 
     def __init__(self):
-        self.rows, self._start = [], None
+        self.rows = []
+        self._start = None
 
     def on_train_epoch_start(self, trainer, module):
         self._start = time.time()
