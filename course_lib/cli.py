@@ -19,7 +19,7 @@ import time
 import tomllib
 from pathlib import Path
 from . import __version__
-from .data import CourseLibError
+from .errors import CourseLibError
 
 # %% auto #0
 __all__ = ['SMOKE_PARAMETERS', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE', 'COMMANDS', 'find_notebooks', 'run_notebook',

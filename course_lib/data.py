@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFilter
+from .errors import CourseLibError  # also importable from here, as before
 
 # %% auto #0
-__all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'FASHION_CLASSES', 'CourseLibError', 'find_kaggle_credentials',
-           'download_kaggle', 'make_lesion_image', 'sample_table', 'write_sample_image', 'make_sample_dataset',
-           'cache_dir', 'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds', 'check_no_leakage',
-           'plot_fold_balance', 'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
+__all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'FASHION_CLASSES', 'find_kaggle_credentials', 'download_kaggle',
+           'make_lesion_image', 'sample_table', 'write_sample_image', 'make_sample_dataset', 'cache_dir',
+           'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds', 'check_no_leakage', 'plot_fold_balance',
+           'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
 
 # %% ../nbs/01_data.ipynb #c007
 KAGGLE_COLUMNS = [
@@ -38,9 +39,6 @@ KAGGLE_COLUMNS = [
 ]
 KAGGLE_DATASETS = {s: f"cdeotte/jpeg-melanoma-{s}x{s}" for s in (128, 192, 256, 384, 512, 768)}
 
-
-class CourseLibError(Exception):
-    "A problem the user can fix; the command line prints it as one line, without a traceback."
 
 # %% ../nbs/01_data.ipynb #c009
 def _colab_secret(name):

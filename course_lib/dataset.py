@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from PIL import Image, UnidentifiedImageError
-from .data import CourseLibError
+from .errors import CourseLibError
 
 # %% auto #0
 __all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'validate_table', 'MelanomaDataset',

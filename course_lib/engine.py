@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .data import CourseLibError
+from .errors import CourseLibError
 from .dataset import normalize_batch
 
 # %% auto #0

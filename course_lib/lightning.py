@@ -13,7 +13,7 @@ import torch
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from fastcore.basics import patch
-from .data import CourseLibError
+from .errors import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
 from course_lib.engine import (
     PRECISIONS,

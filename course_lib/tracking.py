@@ -14,7 +14,7 @@ import time
 import urllib.parse
 import zlib
 from pathlib import Path
-from .data import CourseLibError
+from .errors import CourseLibError
 
 # %% auto #0
 __all__ = ['MODES', 'WANDB_ALIASES', 'find_wandb_key', 'env_mode', 'resolve_mode', 'Tracker', 'run_folder', 'read_records',

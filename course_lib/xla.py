@@ -17,7 +17,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
-from .data import CourseLibError
+from .errors import CourseLibError
 from course_lib.engine import (
     WeightedFocalLoss,
     autocast,

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 from course_lib import data
-from course_lib.data import CourseLibError, KAGGLE_COLUMNS
+from course_lib.data import KAGGLE_COLUMNS
+from course_lib.errors import CourseLibError
 from conftest import run_cli
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 from PIL import Image
-from course_lib.data import CourseLibError
+from course_lib.errors import CourseLibError
 from course_lib.dataset import load_image, make_dataloaders, validate_table
 from course_lib.engine import (
     WeightedFocalLoss,

@@ -5,7 +5,7 @@ import math
 import os
 import pytest
 from conftest import run_cli
-from course_lib.data import CourseLibError
+from course_lib.errors import CourseLibError
 from course_lib import tracking
 from course_lib.tracking import Tracker, read_offline_run, resolve_mode, run_folder
 
