@@ -146,7 +146,8 @@ def run_notebooks(
         raise CourseLibError("papermill is an optional part: pip install 'course_lib[dev]'")
     nbs, out = find_notebooks(nbs_dir, only), Path(out)
     env = dict(os.environ)  # the notebooks' environment; the caller's stays as it was
-    env.setdefault("MPLBACKEND", "Agg")
+    # Jupyter's own backend, whatever the caller set (often Agg): figures stay in the executed notebook
+    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     if smoke:
         env.setdefault("WANDB_MODE", "offline")
     rows = []
@@ -539,7 +540,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
 
     model = create_model(a.arch, pretrained)
     loaders = make_dataloaders(df, data_dir, check_images=False, **loader_kw)
-    with Tracker(a.wandb_project, _config(a), a.wandb, name="pytorch", dir=a.out) as tracker:
+    with Tracker(a.wandb_project, _config(a), a.wandb, name="pytorch", save_dir=a.out) as tracker:
         history = fit(
             model,
             *loaders,
@@ -563,7 +564,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
 
     module = MelanomaModule(a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last)
     datamodule = MelanomaDataModule(df, data_dir, check_images=False, **loader_kw)
-    logger = wandb_logger(a.wandb_project, _config(a), a.wandb, name="lightning", dir=a.out)
+    logger = wandb_logger(a.wandb_project, _config(a), a.wandb, name="lightning", save_dir=a.out)
     extra = {"logger": logger} if logger else {}
     try:
         history = fit_lightning(module, datamodule, resume=a.resume, devices=a.devices, **run_kw, **extra)
@@ -585,7 +586,7 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     tracker = None
     if resolve_mode(a.wandb)[0] != "disabled":
         tracker = functools.partial(
-            xla_tracker, project=a.wandb_project, config=_config(a), mode=a.wandb, dir=str(a.out)
+            xla_tracker, project=a.wandb_project, config=_config(a), mode=a.wandb, save_dir=str(a.out)
         )
     return train_xla(
         task="melanoma",

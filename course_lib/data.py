@@ -39,7 +39,6 @@ KAGGLE_COLUMNS = [
 ]
 KAGGLE_DATASETS = {s: f"cdeotte/jpeg-melanoma-{s}x{s}" for s in (128, 192, 256, 384, 512, 768)}
 
-
 # %% ../nbs/01_data.ipynb #c009
 def _colab_secret(name):
     "A Colab secret, or None outside Colab / when the notebook has no access to it."

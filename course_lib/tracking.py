@@ -6,19 +6,16 @@ Docs: https://course-lib.github.io/course_lib/experiment_tracking.html.md"""
 
 # %% ../nbs/08_experiment_tracking.ipynb #c005
 from __future__ import annotations
-import json
 import os
 import socket
-import struct
-import time
 import urllib.parse
-import zlib
 from pathlib import Path
+from fastcore.basics import patch
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['MODES', 'WANDB_ALIASES', 'find_wandb_key', 'env_mode', 'resolve_mode', 'Tracker', 'run_folder', 'read_records',
-           'finished_records', 'read_offline_run', 'wandb_logger', 'xla_tracker']
+__all__ = ['MODES', 'WANDB_ALIASES', 'find_wandb_key', 'env_mode', 'resolve_mode', 'Tracker', 'run_folder', 'wandb_logger',
+           'xla_tracker']
 
 # %% ../nbs/08_experiment_tracking.ipynb #c007
 MODES = ("online", "offline", "disabled")
@@ -111,18 +108,20 @@ class Tracker:
 
     def __init__(
         self,
-        project: str,
-        config: dict,
-        mode: str | None = None,
-        group: str | None = None,
-        name: str | None = None,
+        project: str,  # the W&B project the run belongs to
+        config: dict,  # the training settings, stored with the run
+        mode: str | None = None,  # online, offline or disabled; None: resolve_mode decides
+        group: str | None = None,  # runs of one job (e.g. one per TPU core) share a group
+        name: str | None = None,  # the run's display name
         job_type: str = "train",
-        dir=None,
-        artifact: str = "melanoma-model",
-        quiet: bool = False,
+        save_dir=None,  # the folder that gets wandb/; None: the current folder
+        artifact: str = "melanoma-model",  # the name every checkpoint is a version of
+        quiet: bool = False,  # no line about offline mode (e.g. on every core but the first)
     ):
         self.mode, why = resolve_mode(mode)
-        self.artifact, self.run, self.best = artifact, None, None
+        self.artifact = artifact
+        self.run = None
+        self.best = None  # the best metric so far: its checkpoint gets the "best" alias
         if self.mode == "disabled":
             return
         try:
@@ -140,7 +139,7 @@ class Tracker:
             group=group,
             name=name,
             job_type=job_type,
-            dir=str(dir) if dir else None,
+            dir=str(save_dir) if save_dir else None,
             reinit="create_new",
             settings=settings,
         )
@@ -151,13 +150,15 @@ class Tracker:
             )
 
 # %% ../nbs/08_experiment_tracking.ipynb #c012
-def _on_step(self, step: int, metrics: dict) -> None:
+@patch
+def on_step(self: Tracker, step: int, metrics: dict) -> None:
     "Log step metrics (e.g. the running training loss)."
     if self.run:
         self.run.log(dict(metrics), step=step)
 
 
-def _on_epoch_end(self, row: dict, checkpoint=None, step: int | None = None) -> None:
+@patch
+def on_epoch_end(self: Tracker, row: dict, checkpoint=None, step: int | None = None) -> None:
     "Log an epoch's metrics; when `checkpoint` is a file, log it as a new version of the model artifact."
     if not self.run:
         return
@@ -179,124 +180,39 @@ def _on_epoch_end(self, row: dict, checkpoint=None, step: int | None = None) -> 
         self.run.log_artifact(art, aliases=aliases)
 
 
-def _finish(self, exit_code: int = 0) -> None:
+@patch
+def finish(self: Tracker, exit_code: int = 0) -> None:
     "Finish the run (idempotent); a non-zero exit code marks it failed in W&B."
     if self.run:
         self.run.finish(exit_code=exit_code)
         self.run = None
 
 
-def _enter(self):
+@patch
+def __enter__(self: Tracker):
     "`with Tracker(...) as tracker:` gives the tracker itself."
     return self
 
 
-def _exit(self, kind, exc, tb):
+@patch
+def __exit__(self: Tracker, kind, exc, tb):
     "Finish the run when the `with` block ends, marked failed (exit code 1) when it raised."
     self.finish(1 if kind else 0)
-
-
-Tracker.on_step = _on_step
-Tracker.on_epoch_end = _on_epoch_end
-Tracker.finish = _finish
-Tracker.__enter__ = _enter
-Tracker.__exit__ = _exit
 
 # %% ../nbs/08_experiment_tracking.ipynb #c014
 def run_folder(tracker: Tracker) -> Path | None:
     "The local folder of the tracker's run (holds run-<id>.wandb), or None when tracking is disabled."
     return Path(tracker.run.dir).parent if tracker.run else None
 
-# %% ../nbs/08_experiment_tracking.ipynb #c019
-def read_records(path) -> list:
-    """Every Record in a W&B transaction log (run-<id>.wandb), decoded with wandb's own protobuf classes;
-    CRCs checked."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data, block, records, pending, pos = Path(path).read_bytes(), 32 * 1024, [], b"", 7
-    if data[:4] != b":W&B":
-        raise CourseLibError(f"{path} is not a W&B transaction log")
-    while pos + 7 <= len(data):
-        if block - pos % block < 7:
-            pos += block - pos % block
-            continue  # block trailer too small for a header
-        crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        if kind == 0 and length == 0:
-            pos += block - pos % block
-            continue  # zero padding
-        chunk = data[pos + 7 : pos + 7 + length]
-        if len(chunk) < length:
-            break  # a chunk still being written
-        if zlib.crc32(bytes([kind]) + chunk) != crc:
-            raise CourseLibError(f"{path}: bad CRC in the chunk at byte {pos}")
-        pending += chunk
-        pos += 7 + length
-        if kind in (1, 4):  # FULL or LAST: a whole record is assembled
-            r = pb.Record()
-            r.ParseFromString(pending)
-            records.append(r)
-            pending = b""
-    return records
-
-# %% ../nbs/08_experiment_tracking.ipynb #c020
-def _values(items, internal: bool = False) -> dict:
-    "A record's key/value_json items as a dict; W&B's internal `_` keys only when `internal`."
-    return {i.key: json.loads(i.value_json) for i in items if internal or not i.key.startswith("_")}
-
-
-def finished_records(log, timeout: float = 60.0) -> list:
-    "The records of a finished run, waiting up to `timeout` s for W&B to write its closing `exit` record."
-    deadline = time.monotonic() + timeout
-    while True:
-        records = read_records(log)
-        if any(r.WhichOneof("record_type") == "exit" for r in records):
-            return records
-        if time.monotonic() > deadline:
-            raise CourseLibError(
-                f"{log} has no exit record after {timeout:g} s: the run is still going or was killed"
-            )
-        time.sleep(0.2)
-
-
-def read_offline_run(folder, timeout: float = 60.0) -> dict:
-    """Config, history rows, summary and artifacts (name, aliases, files with digests) of a finished run
-    folder on disk."""
-    logs = sorted(Path(folder).glob("run-*.wandb"))
-    if not logs:
-        raise CourseLibError(f"no run-*.wandb file in {folder}")
-    out = dict(config={}, history=[], summary={}, artifacts=[], run={})
-    for r in finished_records(logs[0], timeout):
-        kind = r.WhichOneof("record_type")
-        if kind == "run":
-            out["run"] = dict(
-                id=r.run.run_id, project=r.run.project, group=r.run.run_group, name=r.run.display_name
-            )
-            out["config"].update(_values(r.run.config.update))
-        elif kind == "config":
-            out["config"].update(_values(r.config.update))
-        elif kind == "history":
-            out["history"].append(
-                {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
-            )
-        elif kind == "summary":
-            out["summary"].update(_values(r.summary.update, internal=True))
-        elif kind == "artifact":
-            a = r.artifact
-            out["artifacts"].append(
-                dict(
-                    name=a.name,
-                    type=a.type,
-                    aliases=list(a.aliases),
-                    digest=a.digest,
-                    files={
-                        e.path: dict(digest=e.digest, local_path=e.local_path) for e in a.manifest.contents
-                    },
-                )
-            )
-    return out
-
 # %% ../nbs/08_experiment_tracking.ipynb #c029
-def wandb_logger(project: str, config: dict, mode=None, group=None, name=None, dir=None):
+def wandb_logger(
+    project: str,  # the W&B project
+    config: dict,  # the training settings, stored with the run
+    mode=None,  # online, offline or disabled; None: resolve_mode decides
+    group=None,  # runs of one job share a group
+    name=None,  # the run's display name
+    save_dir=None,  # the folder that gets wandb/; None: the current folder
+):
     "A Lightning WandbLogger with the course's key and offline rules (None when tracking is disabled)."
     import wandb
     from pytorch_lightning.loggers import WandbLogger
@@ -305,7 +221,7 @@ def wandb_logger(project: str, config: dict, mode=None, group=None, name=None, d
     if mode == "disabled":
         return None
     if why:
-        print(f"wandb: {why}; recording offline in {dir or '.'}/wandb (upload later with `wandb sync`)")
+        print(f"wandb: {why}; recording offline in {save_dir or '.'}/wandb (upload later with `wandb sync`)")
     os.environ.setdefault("WANDB_SILENT", "true")
     settings = wandb.Settings(console="off", x_disable_stats=True)
     # no reinit= here: wandb does not support its reinit options together with the Lightning integration
@@ -315,14 +231,21 @@ def wandb_logger(project: str, config: dict, mode=None, group=None, name=None, d
         mode=mode,
         group=group,
         name=name,
-        save_dir=str(dir or "."),
+        save_dir=str(save_dir or "."),
         log_model="all",
         settings=settings,
     )
 
 # %% ../nbs/08_experiment_tracking.ipynb #c032
 def xla_tracker(
-    rank: int, world: int, project: str, config: dict, mode=None, group=None, per_core: bool = False, dir=None
+    rank: int,  # this replica's index (0: the master)
+    world: int,  # how many replicas the job has
+    project: str,  # the W&B project
+    config: dict,  # the training settings, stored with the run
+    mode=None,  # online, offline or disabled; None: resolve_mode decides
+    group=None,  # None: "xla-<arch>"
+    per_core: bool = False,  # one run per replica (the post), instead of the master's only
+    save_dir=None,  # the folder that gets wandb/
 ):
     "The Tracker for XLA replica `rank`: on the master only, or (per_core) one run per core in one group."
     if rank != 0 and not per_core:
@@ -333,6 +256,6 @@ def xla_tracker(
         mode,
         group=group or f"xla-{config.get('arch', 'model')}",
         name=f"core-{rank}" if per_core else "master",
-        dir=dir,
+        save_dir=save_dir,
         quiet=rank != 0,
     )

@@ -142,6 +142,19 @@ def test_ctrl_c_stops_the_runner_and_the_kernel(nbs, tmp_path):
     assert not any(_alive(p) for p in pids), f"left running after Ctrl-C: {[p for p in pids if _alive(p)]}"
 
 
+def test_runner_keeps_every_figure_in_the_executed_notebook(tmp_path, monkeypatch):
+    "Even when the caller chose Agg, which draws nowhere, the executed notebook holds the figure."
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    d = tmp_path / "nbs"
+    d.mkdir()
+    _write_nb(d / "01_plot.ipynb", "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0])\nplt.show()")
+    rows = run_notebooks(d, tmp_path / "out", smoke=True, timeout=300, log=lambda *a, **k: None)
+    assert rows[0]["status"] == "ok", rows
+    cells = nbformat.read(tmp_path / "out" / "01_plot.ipynb", as_version=4).cells
+    outputs = [o for c in cells if c.cell_type == "code" for o in c.outputs]
+    assert any("image/png" in o.get("data", {}) for o in outputs), outputs
+
+
 def test_runner_leaves_the_callers_environment_as_it_was(nbs, tmp_path, monkeypatch):
     import os
 

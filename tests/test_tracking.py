@@ -6,8 +6,9 @@ import os
 import pytest
 from conftest import run_cli
 from course_lib.errors import CourseLibError
-from course_lib import tracking
-from course_lib.tracking import Tracker, read_offline_run, resolve_mode, run_folder
+from course_lib import offline_runs, tracking
+from course_lib.offline_runs import read_offline_run
+from course_lib.tracking import Tracker, resolve_mode, run_folder
 
 
 @pytest.fixture
@@ -34,7 +35,9 @@ def test_offline_run_reads_back_every_step_across_blocks(no_key, tmp_path, capsy
     "2,000 logged steps (a log far larger than one 32 KiB block), config and an artifact, all read back."
     ckpt = tmp_path / "model.pt"
     ckpt.write_bytes(b"weights" * 1000)
-    with Tracker("course-lib-tests", {"lr": 0.001, "arch": "resnet18"}, dir=tmp_path, name="blocks") as t:
+    with Tracker(
+        "course-lib-tests", {"lr": 0.001, "arch": "resnet18"}, save_dir=tmp_path, name="blocks"
+    ) as t:
         for step in range(2000):
             t.on_step(step, {"train_loss_running": 1.0 / (step + 1), "epoch": step // 1000})
         t.on_epoch_end({"epoch": 1, "valid_auc": 0.75, "train_loss": 0.5}, ckpt, step=2000)
@@ -60,24 +63,24 @@ def test_offline_run_reads_back_every_step_across_blocks(no_key, tmp_path, capsy
 
 def test_tracker_finishes_the_run_when_training_raises(no_key, tmp_path):
     with pytest.raises(RuntimeError):
-        with Tracker("course-lib-tests", {"lr": 1}, dir=tmp_path, name="crash") as t:
+        with Tracker("course-lib-tests", {"lr": 1}, save_dir=tmp_path, name="crash") as t:
             folder = run_folder(t)
             t.on_step(1, {"loss": 1.0})
             raise RuntimeError("boom")
     assert t.run is None
-    records = tracking.finished_records(next(folder.glob("run-*.wandb")))
+    records = offline_runs.finished_records(next(folder.glob("run-*.wandb")))
     exits = [r.exit for r in records if r.WhichOneof("record_type") == "exit"]
     assert exits and exits[-1].exit_code == 1
 
 
 def test_a_damaged_or_unfinished_log_is_an_error_not_missing_steps(no_key, tmp_path):
     "A flipped byte fails the CRC check; a log without its exit record is refused after the timeout."
-    with Tracker("course-lib-tests", {"lr": 1}, dir=tmp_path, name="damaged") as t:
+    with Tracker("course-lib-tests", {"lr": 1}, save_dir=tmp_path, name="damaged") as t:
         for step in range(50):
             t.on_step(step, {"loss": float(step)})
         folder = run_folder(t)
     log = next(folder.glob("run-*.wandb"))
-    records = tracking.finished_records(log)
+    records = offline_runs.finished_records(log)
     assert sorted(h["_step"] for h in read_offline_run(folder)["history"]) == list(range(50))
     data = bytearray(log.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -96,7 +99,7 @@ def test_a_damaged_or_unfinished_log_is_an_error_not_missing_steps(no_key, tmp_p
 
 
 def test_disabled_writes_nothing(tmp_path):
-    with Tracker("course-lib-tests", {}, mode="disabled", dir=tmp_path) as t:
+    with Tracker("course-lib-tests", {}, mode="disabled", save_dir=tmp_path) as t:
         t.on_step(1, {"x": 1.0})
         t.on_epoch_end({"epoch": 0, "valid_auc": 0.5})
     assert run_folder(t) is None and not (tmp_path / "wandb").exists()
@@ -193,7 +196,7 @@ def test_colab_secret_reaches_wandb_and_a_rejected_key_falls_back_offline(
     mode, why = resolve_mode("online")
     assert rejecting_server.keys == [colab_secret], "the server saw the Colab secret: it was handed to wandb"
     assert mode == "offline" and why.startswith("W&B did not accept the key (AuthenticationError"), why
-    with Tracker("course-lib-tests", {"lr": 0.1}, mode="online", dir=tmp_path, name="rejected") as t:
+    with Tracker("course-lib-tests", {"lr": 0.1}, mode="online", save_dir=tmp_path, name="rejected") as t:
         t.on_epoch_end({"epoch": 0, "valid_auc": 0.5, "train_loss": 1.0}, step=1)
         folder = run_folder(t)
     line = capsys.readouterr().out
