@@ -27,7 +27,10 @@ __all__ = ['SMOKE_PARAMETERS', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE', 'C
            'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb #c006
-def find_notebooks(nbs_dir="nbs", only: str | None = None) -> list[Path]:
+def find_notebooks(
+    nbs_dir="nbs",  # the folder holding the notebooks
+    only: str | None = None,  # a glob or a text the names must match; None: all
+) -> list[Path]:
     """The numbered notebooks in `nbs_dir`, sorted; `only` keeps those whose name matches a glob or
     contains the text."""
     nbs = sorted(Path(nbs_dir).glob("[0-9][0-9]_*.ipynb"))
@@ -70,7 +73,13 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(family, timeout=10)
 
 
-def run_notebook(nb: Path, out_dir: Path, parameters: dict, timeout: float, env: dict | None = None) -> dict:
+def run_notebook(
+    nb: Path,  # the notebook to run
+    out_dir: Path,  # where the executed copy and its results go
+    parameters: dict,  # papermill parameters, e.g. SMOKE
+    timeout: float,  # seconds before the notebook is killed
+    env: dict | None = None,  # the kernel's environment; None: this process's
+) -> dict:
     "Execute `nb` with papermill in its own process; returns notebook, status, seconds, results and error."
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = (out_dir / nb.name).with_suffix(".results.json")
@@ -113,7 +122,10 @@ def run_notebook(nb: Path, out_dir: Path, parameters: dict, timeout: float, env:
     )
 
 # %% ../nbs/99_cli.ipynb #c010
-def write_summary(rows: list[dict], out_dir: Path) -> Path:
+def write_summary(
+    rows: list[dict],  # run_notebook's results, one per notebook
+    out_dir: Path,  # where summary.json and summary.md go
+) -> Path:
     "Write summary.json and summary.md (one row per notebook) to `out_dir`; returns the markdown path."
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(rows, indent=2))
@@ -133,12 +145,12 @@ SMOKE_PARAMETERS = {"SMOKE": True}
 
 
 def run_notebooks(
-    nbs_dir="nbs",
-    out="_course_run",
-    smoke: bool = True,
-    only: str | None = None,
-    timeout: float = 1800,
-    log=print,
+    nbs_dir="nbs",  # the folder holding the notebooks
+    out="_course_run",  # where executed copies and the summary go
+    smoke: bool = True,  # run in smoke mode (sample data, tiny sizes)
+    only: str | None = None,  # a glob or a text the names must match; None: all
+    timeout: float = 1800,  # seconds allowed per notebook
+    log=print,  # prints the progress lines
 ) -> list[dict]:
     """Run the course's notebooks with papermill, one progress line each; writes executed copies and the
     summary."""
@@ -160,13 +172,18 @@ def run_notebooks(
     return rows
 
 # %% ../nbs/99_cli.ipynb #c015
-def repo_url(root=".") -> str:
+def repo_url(
+    root=".",  # the repository root
+) -> str:
     "The repository URL from pyproject.toml's [project.urls]."
     proj = tomllib.loads((Path(root) / "pyproject.toml").read_text())["project"]
     return proj["urls"]["Repository"].rstrip("/")
 
 
-def badges(nb_name: str, url: str) -> str:
+def badges(
+    nb_name: str,  # a notebook's file name
+    url: str,  # the repository URL
+) -> str:
     "Markdown for the Open-in-Colab and Open-in-Kaggle badges of notebook `nb_name`."
     gh = url.split("github.com/", 1)[1]
     return (
@@ -184,7 +201,10 @@ _REPO_LINKS = [
 ]
 
 
-def relink(text: str, url: str) -> str:
+def relink(
+    text: str,  # markdown or code that holds links
+    url: str,  # the repository URL
+) -> str:
     "Point every Colab/Kaggle badge and git install link in `text` at repository `url`."
     gh = url.split("github.com/", 1)[1]
     for pat in _REPO_LINKS:
@@ -200,7 +220,10 @@ def _title(nb: dict) -> tuple[str, str]:
     return (title[1].strip() if title else "?"), (sub[1].strip() if sub else "")
 
 
-def toc(nbs_dir, url: str) -> str:
+def toc(
+    nbs_dir,  # the folder holding the notebooks
+    url: str,  # the repository URL
+) -> str:
     "The markdown table of contents of the course: one row per numbered notebook, with badges."
     rows = ["| chapter | what you learn | open |", "|---|---|---|"]
     for p in find_notebooks(nbs_dir):
@@ -214,7 +237,10 @@ def toc(nbs_dir, url: str) -> str:
 _TOC = re.compile(r"(<!-- toc -->\n)(?:.*?\n)?(<!-- /toc -->)", re.S)
 
 
-def sync_docs(root=".", write: bool = True) -> list[str]:
+def sync_docs(
+    root=".",  # the repository root
+    write: bool = True,  # write the changes; False: only report them
+) -> list[str]:
     """Refresh badges, install links and the table of contents in the notebooks, then README.md; returns
     changed files."""
     root = Path(root)
@@ -240,7 +266,9 @@ def sync_docs(root=".", write: bool = True) -> list[str]:
     return changed
 
 # %% ../nbs/99_cli.ipynb #c020
-def make_readme(index_nb) -> str:
+def make_readme(
+    index_nb,  # the path of nbs/00_index.ipynb
+) -> str:
     "README.md text: the markdown cells of the index notebook (cells tagged `hide` left out)."
     nb = json.loads(Path(index_nb).read_text())
     cells = [
@@ -607,7 +635,9 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     )
 
 
-def train(a) -> dict:
+def train(
+    a,  # the parsed `course-lib train` arguments
+) -> dict:
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
     _check_train_args(a)
     from course_lib.data import add_folds, sample_data_dir
@@ -714,7 +744,9 @@ COMMANDS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None,  # the arguments; None: sys.argv[1:]
+) -> int:
     "Entry point of `course-lib`: parse, dispatch, and turn a CourseLibError into one line on stderr."
     args = build_parser().parse_args(argv)
     try:

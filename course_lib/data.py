@@ -75,7 +75,11 @@ KAGGLE_HELP = (
 )
 
 
-def download_kaggle(out, size: int = 256, force: bool = False) -> Path:
+def download_kaggle(
+    out,  # the folder that gets train.csv and train/
+    size: int = 256,  # image side: one of KAGGLE_DATASETS' sizes
+    force: bool = False,  # download again even when train.csv is there
+) -> Path:
     "Download and unzip the Kaggle melanoma JPEGs of `size` px into `out`; needs credentials and network."
     out = Path(out)
     if size not in KAGGLE_DATASETS:
@@ -111,7 +115,11 @@ def _lesion_polygon(rng, cx, cy, r, irregular: float, n=24):
     return [(cx + rr * np.cos(a), cy + rr * stretch * np.sin(a)) for a, rr in zip(angles, radii)]
 
 # %% ../nbs/01_data.ipynb #c015
-def make_lesion_image(malignant: bool, size: int = 256, seed: int = 0) -> Image.Image:
+def make_lesion_image(
+    malignant: bool,  # draw a melanoma-like lesion (larger, irregular, several colours)
+    size: int = 256,  # image side in pixels
+    seed: int = 0,  # the same seed draws the same image
+) -> Image.Image:
     "A synthetic dermoscopy-like RGB image; malignant lesions are larger, irregular and multi-coloured."
     rng = np.random.default_rng(seed)
     skin = np.array(_SKIN[rng.integers(len(_SKIN))], dtype=np.float32)
@@ -138,7 +146,12 @@ _SITES = ["torso", "lower extremity", "upper extremity", "head/neck", "palms/sol
 _BENIGN_DIAGNOSES = ["unknown", "unknown", "unknown", "nevus", "seborrheic keratosis", "lentigo NOS"]
 
 
-def sample_table(n: int, size: int, pos_rate: float, rng) -> pd.DataFrame:
+def sample_table(
+    n: int,  # how many rows
+    size: int,  # the width and height every row records
+    pos_rate: float,  # fraction of malignant rows
+    rng,  # a numpy Generator
+) -> pd.DataFrame:
     "The train.csv rows of a generated set of `n` images (Kaggle columns and dtypes)."
     rows, patient = [], 0
     while len(rows) < n:
@@ -166,7 +179,14 @@ def sample_table(n: int, size: int, pos_rate: float, rng) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=KAGGLE_COLUMNS)
 
 # %% ../nbs/01_data.ipynb #c019
-def write_sample_image(folder, i: int, image_name: str, target: int, img_size: int, seed: int) -> None:
+def write_sample_image(
+    folder,  # where the JPEG goes
+    i: int,  # the image's row number: with seed, it fixes the pixels
+    image_name: str,  # the file name, without .jpg
+    target: int,  # 1: malignant, 0: benign
+    img_size: int,  # image side in pixels
+    seed: int,  # the set's seed
+) -> None:
     "Image `i` of a generated set: the same JPEG for the same (seed, i), however the set is written."
     make_lesion_image(bool(target), img_size, seed=seed * 1_000_003 + i).save(
         Path(folder) / f"{image_name}.jpg", quality=92
@@ -174,7 +194,12 @@ def write_sample_image(folder, i: int, image_name: str, target: int, img_size: i
 
 
 def make_sample_dataset(
-    out, n: int = 600, img_size: int = 128, pos_rate: float = 0.2, seed: int = 42, progress: bool = False
+    out,  # the folder that gets train.csv and train/
+    n: int = 600,  # how many images
+    img_size: int = 128,  # image side in pixels
+    pos_rate: float = 0.2,  # fraction of malignant images
+    seed: int = 42,  # the same seed writes the same set
+    progress: bool = False,  # show a progress bar
 ) -> Path:
     "Write a Kaggle-layout sample set (`train.csv`, `train/*.jpg`) of `n` synthetic images to `out`."
     if n < 1:
@@ -212,7 +237,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("COURSE_LIB_CACHE", Path.home() / ".cache" / "course_lib"))
 
 
-def sample_data_dir(n: int = 600, img_size: int = 128, pos_rate: float = 0.2, seed: int = 42) -> Path:
+def sample_data_dir(
+    n: int = 600,  # how many images
+    img_size: int = 128,  # image side in pixels
+    pos_rate: float = 0.2,  # fraction of malignant images
+    seed: int = 42,  # the same seed gives the same set
+) -> Path:
     "The built-in sample set with these parameters, generated on first use."
     out = cache_dir() / f"melanoma-sample-n{n}-px{img_size}-pos{pos_rate:g}-seed{seed}"
     if not (out / "train.csv").exists():
@@ -220,7 +250,12 @@ def sample_data_dir(n: int = 600, img_size: int = 128, pos_rate: float = 0.2, se
     return out
 
 # %% ../nbs/01_data.ipynb #c025
-def get_data_dir(data_dir=None, smoke: bool = False, download_to="data", **sample_kw) -> Path:
+def get_data_dir(
+    data_dir=None,  # a folder in the Kaggle layout; None: find one
+    smoke: bool = False,  # never download: use the sample set
+    download_to="data",  # where the Kaggle data goes
+    **sample_kw,  # passed to sample_data_dir
+) -> Path:
     """A data folder: `data_dir` if given, else Kaggle's (with credentials, not in smoke mode), else the
     built-in sample."""
     if data_dir is not None:
@@ -234,7 +269,12 @@ def get_data_dir(data_dir=None, smoke: bool = False, download_to="data", **sampl
     return sample_data_dir(**sample_kw)
 
 # %% ../nbs/01_data.ipynb #c030
-def show_image_grid(df: pd.DataFrame, data_dir, n_per_class: int = 6, seed: int = 0):
+def show_image_grid(
+    df: pd.DataFrame,  # the train.csv table
+    data_dir,  # the folder holding train/
+    n_per_class: int = 6,  # images per row
+    seed: int = 0,  # which images are picked
+):
     "Plot `n_per_class` benign (top row) and malignant (bottom row) images; returns the figure."
     import matplotlib.pyplot as plt
 
@@ -251,7 +291,11 @@ def show_image_grid(df: pd.DataFrame, data_dir, n_per_class: int = 6, seed: int 
     return fig
 
 # %% ../nbs/01_data.ipynb #c033
-def add_folds(df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> pd.DataFrame:
+def add_folds(
+    df: pd.DataFrame,  # the train.csv table (needs patient_id and target)
+    n_folds: int = 5,  # how many folds
+    seed: int = 42,  # the same seed gives the same folds
+) -> pd.DataFrame:
     "A copy of `df` with a `fold` column: target-stratified, patient-grouped k folds."
     from sklearn.model_selection import StratifiedGroupKFold
 
@@ -267,7 +311,9 @@ def add_folds(df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> pd.DataFram
     return df
 
 
-def check_no_leakage(df: pd.DataFrame) -> None:
+def check_no_leakage(
+    df: pd.DataFrame,  # a table with patient_id and fold columns
+) -> None:
     "Raise if any patient appears in more than one fold."
     folds_per_patient = df.groupby("patient_id").fold.nunique()
     leaked = folds_per_patient[folds_per_patient > 1]
@@ -275,7 +321,9 @@ def check_no_leakage(df: pd.DataFrame) -> None:
         raise CourseLibError(f"{len(leaked)} patients appear in several folds, e.g. {leaked.index[0]}")
 
 # %% ../nbs/01_data.ipynb #c036
-def plot_fold_balance(df: pd.DataFrame):
+def plot_fold_balance(
+    df: pd.DataFrame,  # a table with target and fold columns
+):
     "Bar chart of benign / malignant image counts per fold; returns the figure."
 
     counts = df.groupby(["fold", "target"]).size().unstack(fill_value=0).reindex(columns=[0, 1], fill_value=0)
@@ -322,7 +370,12 @@ def _fashion_images(labels: np.ndarray, rng) -> np.ndarray:
     return (np.clip(imgs, 0, 1.5) / 1.5 * 255).astype(np.uint8)
 
 # %% ../nbs/01_data.ipynb #c040
-def make_fashion_mnist_sample(root, n_train: int = 2000, n_test: int = 500, seed: int = 0) -> Path:
+def make_fashion_mnist_sample(
+    root,  # the folder torchvision's FashionMNIST reads
+    n_train: int = 2000,  # training images
+    n_test: int = 500,  # test images
+    seed: int = 0,  # the same seed writes the same files
+) -> Path:
     """Write FashionMNIST-format IDX files under `root`/FashionMNIST/raw that torchvision loads with
     download=False."""
     raw, rng = Path(root) / "FashionMNIST" / "raw", np.random.default_rng(seed)
@@ -334,7 +387,13 @@ def make_fashion_mnist_sample(root, n_train: int = 2000, n_test: int = 500, seed
     return Path(root)
 
 
-def fashion_mnist(root=None, train: bool = True, download: bool = False, transform=None, smoke: bool = False):
+def fashion_mnist(
+    root=None,  # torchvision's data folder; None: the generated sample
+    train: bool = True,  # the training split, else the test split
+    download: bool = False,  # let torchvision download it (needs the internet)
+    transform=None,  # applied to every image
+    smoke: bool = False,  # use the generated sample
+):
     "torchvision's FashionMNIST from `root`; with `smoke` (or no root) a generated sample in the cache."
     from torchvision.datasets import FashionMNIST
 
@@ -345,7 +404,10 @@ def fashion_mnist(root=None, train: bool = True, download: bool = False, transfo
     return FashionMNIST(str(root), train=train, download=download, transform=transform)
 
 # %% ../nbs/01_data.ipynb #c044
-def record_results(results: dict, path=None) -> dict:
+def record_results(
+    results: dict,  # numbers that summarise a notebook's run
+    path=None,  # a JSON file to write; None: write nothing
+) -> dict:
     "Write `results` as JSON to `path` (when given) and return them."
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

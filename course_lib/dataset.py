@@ -21,7 +21,10 @@ __all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'l
 REQUIRED_COLUMNS = ("image_name", "target")
 
 
-def image_path(data_dir, image_name: str) -> Path:
+def image_path(
+    data_dir,  # a folder in the Kaggle layout
+    image_name: str,  # a train.csv image_name, without .jpg
+) -> Path:
     "The JPEG of `image_name` inside `data_dir`/train; refuses names that would point outside it."
     train = (Path(data_dir) / "train").resolve()
     p = (train / f"{image_name}.jpg").resolve()
@@ -30,7 +33,9 @@ def image_path(data_dir, image_name: str) -> Path:
     return p
 
 
-def load_image(path) -> np.ndarray:
+def load_image(
+    path,  # an image file
+) -> np.ndarray:
     "An image as an RGB uint8 array (grayscale and RGBA are converted)."
     with Image.open(path) as im:
         return np.asarray(im.convert("RGB"))
@@ -53,7 +58,11 @@ def _check_image(p: Path, size: tuple | None = None) -> str | None:
         return f"unreadable ({type(e).__name__})"
 
 # %% ../nbs/02_dataset.ipynb #c009
-def validate_table(df: pd.DataFrame, data_dir, check_images: bool = True) -> pd.DataFrame:
+def validate_table(
+    df: pd.DataFrame,  # the table to check
+    data_dir,  # the folder holding train/
+    check_images: bool = True,  # also open every image (slow on big sets)
+) -> pd.DataFrame:
     """Check `df` against `data_dir` before training; raise one CourseLibError listing the problems, else
     return `df`."""
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
@@ -131,7 +140,12 @@ class MelanomaDataset(torch.utils.data.Dataset):
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # A.Normalize's defaults
 
 
-def get_transforms(img_size: int = 128, train: bool = True, seed: int | None = None, normalize: bool = True):
+def get_transforms(
+    img_size: int = 128,  # the side of the crop, in pixels
+    train: bool = True,  # random crop and flips; else a centre crop
+    seed: int | None = None,  # seeds the random transforms; None: unseeded
+    normalize: bool = True,  # A.Normalize in the pipeline; False: uint8 tensors
+):
     """The albumentations pipeline: resize, random crop + flips (train) or centre crop (valid), normalise,
     to tensor."""
     import albumentations as A
@@ -149,7 +163,9 @@ def get_transforms(img_size: int = 128, train: bool = True, seed: int | None = N
     return A.Compose([resize, *crop, *norm, ToTensorV2()], seed=seed)
 
 # %% ../nbs/02_dataset.ipynb #c015b
-def normalize_batch(x: torch.Tensor) -> torch.Tensor:
+def normalize_batch(
+    x: torch.Tensor,  # an image batch: uint8 (normalised here) or float (returned as is)
+) -> torch.Tensor:
     """A uint8 image batch (N, 3, H, W) as floats normalised exactly as A.Normalize does, on x's device;
     floats pass through."""
     if x.dtype != torch.uint8:
@@ -174,7 +190,11 @@ class EpochShuffleSampler(torch.utils.data.Sampler):
     """A random order of `n` indices, as (epoch, index) keys, that depends only on `seed` and the epoch set
     by `set_epoch`."""
 
-    def __init__(self, n: int, seed: int = 42):
+    def __init__(
+        self,
+        n: int,  # the dataset's length
+        seed: int = 42,  # with the epoch, fixes the order
+    ):
         self.n, self.seed, self.epoch = n, seed, 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -189,15 +209,15 @@ class EpochShuffleSampler(torch.utils.data.Sampler):
 
 # %% ../nbs/02_dataset.ipynb #c019
 def make_dataloaders(
-    df: pd.DataFrame,
-    data_dir,
-    fold: int = 0,
-    img_size: int = 128,
-    batch_size: int = 32,
-    num_workers: int = 0,
-    seed: int = 42,
-    check_images: bool = True,
-    normalize_on_device: bool = False,
+    df: pd.DataFrame,  # the table, with a fold column (add_folds)
+    data_dir,  # a folder in the Kaggle layout
+    fold: int = 0,  # the validation fold
+    img_size: int = 128,  # training resolution, pixels
+    batch_size: int = 32,  # images per batch
+    num_workers: int = 0,  # loader worker processes
+    seed: int = 42,  # the order and the augmentations depend on it
+    check_images: bool = True,  # validate_table opens every image first
+    normalize_on_device: bool = False,  # uint8 batches; the engine normalises them on the device
 ):
     """Train and valid DataLoaders for `fold` of `df` (needs a `fold` column), after `validate_table`;
     uint8 batches if `normalize_on_device`."""

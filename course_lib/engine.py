@@ -89,7 +89,11 @@ def create_model(
 class WeightedFocalLoss(nn.Module):
     "Focal loss on logits: alpha-weighted BCE scaled by (1 - p_t) ** gamma, averaged."
 
-    def __init__(self, alpha: float = 0.25, gamma: float = 2.0):
+    def __init__(
+        self,
+        alpha: float = 0.25,  # the weight of negatives; positives get 1 - alpha
+        gamma: float = 2.0,  # how strongly easy examples are down-weighted; 0: weighted BCE
+    ):
         super().__init__()
         self.gamma = gamma
         self.register_buffer("alpha", torch.tensor([alpha, 1 - alpha]))  # index 0: negatives, 1: positives
@@ -104,14 +108,19 @@ class WeightedFocalLoss(nn.Module):
 PRECISIONS = ("32", "16-mixed", "bf16-mixed")
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(
+    seed: int,  # seeds Python's, NumPy's and torch's generators
+) -> None:
     "Seed Python, NumPy and torch (all devices)."
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
 
 
-def autocast(precision: str, device: torch.device):
+def autocast(
+    precision: str,  # one of PRECISIONS
+    device: torch.device,  # the device the forward pass runs on
+):
     """The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every
     precision)."""
     if precision not in PRECISIONS:
@@ -134,7 +143,9 @@ def cpu_has_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def recommended_precision(device) -> str:
+def recommended_precision(
+    device,  # a torch.device or its name
+) -> str:
     """The fastest safe precision on `device`: bf16 where the hardware has it natively, fp16 on older GPUs,
     else fp32."""
     device = torch.device(device)
@@ -146,7 +157,10 @@ def recommended_precision(device) -> str:
     return "32"
 
 
-def resolve_precision(precision: str, device) -> str:
+def resolve_precision(
+    precision: str,  # one of PRECISIONS
+    device,  # the device training runs on
+) -> str:
     "The precision `fit` will use on `device`: fp16 becomes the CPU's best choice there, with a notice."
     device = torch.device(device)
     if precision not in PRECISIONS:
@@ -188,11 +202,11 @@ def to_device(
 
 
 def train_one_epoch(
-    model,
+    model,  # in training mode after the call
     loader,  # its sampler's set_epoch is called when it has one
-    loss_fn,
-    optimizer,
-    device,
+    loss_fn,  # called as loss_fn(logits, targets)
+    optimizer,  # steps once per `accumulate` batches
+    device,  # where the model is
     *,
     scheduler=None,  # stepped once per optimizer step
     precision: str = "32",  # one of PRECISIONS (chapter 05)
@@ -240,7 +254,14 @@ def train_one_epoch(
 
 # %% ../nbs/03_pytorch_loop.ipynb #c019
 @torch.no_grad()
-def evaluate(model, loader, loss_fn, device, precision: str = "32", channels_last: bool = False) -> dict:
+def evaluate(
+    model,  # set to eval mode
+    loader,  # the validation loader
+    loss_fn,  # called as loss_fn(logits, targets)
+    device,  # where the model is
+    precision: str = "32",  # one of PRECISIONS
+    channels_last: bool = False,  # NHWC images (chapter 05)
+) -> dict:
     "Validation loss, ROC AUC, and the probabilities and targets of the whole `loader`."
     from torchmetrics.functional.classification import binary_auroc
 
@@ -258,7 +279,10 @@ def evaluate(model, loader, loss_fn, device, precision: str = "32", channels_las
     return dict(valid_loss=total.item() / len(targets), valid_auc=auc, probs=probs, targets=targets)
 
 # %% ../nbs/03_pytorch_loop.ipynb #c021
-def save_checkpoint(path, **state) -> Path:
+def save_checkpoint(
+    path,  # the file to write
+    **state,  # what to save, by name (weights, optimizer state, epoch, ...)
+) -> Path:
     "torch.save `state` to `path` atomically (temporary file + rename)."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -268,7 +292,10 @@ def save_checkpoint(path, **state) -> Path:
     return path
 
 
-def load_checkpoint(path, map_location="cpu") -> dict:
+def load_checkpoint(
+    path,  # a file written by save_checkpoint
+    map_location="cpu",  # where the tensors go
+) -> dict:
     "Load a checkpoint safely (weights_only=True); a damaged file is a CourseLibError."
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
@@ -280,7 +307,12 @@ def load_checkpoint(path, map_location="cpu") -> dict:
         ) from None
 
 # %% ../nbs/03_pytorch_loop.ipynb #c023
-def epoch_row(epoch, train_loss, ev, seconds) -> dict:
+def epoch_row(
+    epoch,  # the epoch's number, from 0
+    train_loss,  # its mean training loss per image
+    ev,  # evaluate's result
+    seconds,  # its wall time
+) -> dict:
     "One epoch of history, as every engine writes it to metrics.json."
     return dict(
         epoch=epoch,
@@ -291,7 +323,11 @@ def epoch_row(epoch, train_loss, ev, seconds) -> dict:
     )
 
 
-def history_dict(engine: str, rows: list[dict], **extra) -> dict:
+def history_dict(
+    engine: str,  # which engine trained: pytorch, lightning or xla
+    rows: list[dict],  # one epoch_row per epoch
+    **extra,  # more keys for the dict
+) -> dict:
     "The metrics.json structure: engine, per-epoch rows, best validation AUC."
     aucs = [r["valid_auc"] for r in rows if not math.isnan(r["valid_auc"])]
     return dict(engine=engine, epochs=rows, best_valid_auc=max(aucs) if aucs else float("nan"), **extra)
@@ -333,9 +369,9 @@ def _restore(path: Path, model, optimizer, scaler, state: dict) -> dict:
 
 # %% ../nbs/03_pytorch_loop.ipynb #c025
 def fit(
-    model,
-    train_loader,
-    valid_loader,
+    model,  # moved to the device and trained in place
+    train_loader,  # the training loader (make_dataloaders)
+    valid_loader,  # the validation loader
     epochs: int = 5,  # the last epoch is epochs - 1
     lr: float = 5e-4,  # Adam's learning rate
     loss_fn=None,  # None: WeightedFocalLoss()

@@ -109,7 +109,7 @@ class MelanomaDataModule(pl.LightningDataModule):
         data_dir,  # a folder in the Kaggle layout
         fold: int = 0,  # the validation fold
         img_size: int = 128,  # training resolution, pixels
-        batch_size: int = 32,
+        batch_size: int = 32,  # images per batch
         num_workers: int = 0,  # loader worker processes
         seed: int = 42,  # the order and augmentations depend on it (chapter 02)
         check_images: bool = True,  # validate_table opens every image first
@@ -162,7 +162,9 @@ class HistoryCallback(Callback):
         self.rows = list(state["rows"])
 
 # %% ../nbs/04_lightning.ipynb #c015
-def is_tpu(accelerator) -> bool:
+def is_tpu(
+    accelerator,  # a name such as 'tpu', or a Lightning Accelerator
+) -> bool:
     "Whether `accelerator` is Lightning's TPU accelerator, by name or as an instance (chapter 07)."
     from pytorch_lightning.accelerators import XLAAccelerator
 
@@ -170,7 +172,7 @@ def is_tpu(accelerator) -> bool:
 
 
 def lightning_precision(
-    precision: str,
+    precision: str,  # one of PRECISIONS
     accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 07)
 ) -> str:
     "Lightning's name for a course precision ('32' -> '32-true')."
@@ -185,12 +187,12 @@ def lightning_precision(
 
 
 def trainer_settings(
-    epochs: int = 5,
+    epochs: int = 5,  # the Trainer's max_epochs
     precision: str = "32",  # the course's name: 32, 16-mixed or bf16-mixed
     accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
     patience: int = 3,  # epochs without AUC gain before stopping
     checkpoint_dir=None,  # where best.ckpt and last.ckpt go; None: no checkpoints
-    progress: bool = True,
+    progress: bool = True,  # show Lightning's progress bar
     accelerator: str = "auto",  # "auto" picks a GPU when there is one
     devices: int = 1,  # one device unless you ask for DDP (below)
 ) -> dict:
@@ -229,17 +231,17 @@ def trainer_settings(
 
 
 def fit_lightning(
-    module,
-    datamodule,
-    epochs: int = 5,
-    precision: str = "32",
-    accumulate: int = 1,
-    patience: int = 3,
-    checkpoint_dir=None,
-    progress: bool = True,
-    resume: bool = False,
+    module,  # a MelanomaModule
+    datamodule,  # a MelanomaDataModule
+    epochs: int = 5,  # the Trainer's max_epochs
+    precision: str = "32",  # one of PRECISIONS
+    accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
+    patience: int = 3,  # epochs without AUC gain before stopping
+    checkpoint_dir=None,  # where best.ckpt and last.ckpt go; None: no checkpoints
+    progress: bool = True,  # show Lightning's progress bar
+    resume: bool = False,  # continue from checkpoint_dir/last.ckpt
     devices: int = 1,  # >1: one process per device with DDP
-    **trainer_kw,
+    **trainer_kw,  # more pl.Trainer arguments
 ) -> dict:
     "Fit `module` with a Lightning Trainer; returns the same history as chapter 03's `fit`."
     if resume and not checkpoint_dir:

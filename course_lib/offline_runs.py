@@ -17,7 +17,9 @@ from .errors import CourseLibError
 __all__ = ['read_records', 'finished_records', 'read_offline_run']
 
 # %% ../nbs/offline_runs.ipynb #c003
-def read_records(path) -> list:
+def read_records(
+    path,  # a run-<id>.wandb file
+) -> list:
     """Every Record in a W&B transaction log (run-<id>.wandb), decoded with wandb's own protobuf classes;
     CRCs checked."""
     from wandb.proto import wandb_internal_pb2 as pb
@@ -57,7 +59,10 @@ def _values(items, internal: bool = False) -> dict:
     return {i.key: json.loads(i.value_json) for i in items if internal or not i.key.startswith("_")}
 
 
-def finished_records(log, timeout: float = 60.0) -> list:
+def finished_records(
+    log,  # a run-<id>.wandb file
+    timeout: float = 60.0,  # seconds to wait for the exit record
+) -> list:
     "The records of a finished run, waiting up to `timeout` s for W&B to write its closing `exit` record."
     deadline = time.monotonic() + timeout
     while True:
@@ -71,7 +76,10 @@ def finished_records(log, timeout: float = 60.0) -> list:
         time.sleep(0.2)
 
 
-def read_offline_run(folder, timeout: float = 60.0) -> dict:
+def read_offline_run(
+    folder,  # an offline-run-<time>-<id> folder
+    timeout: float = 60.0,  # seconds to wait for the run to finish writing
+) -> dict:
     """Config, history rows, summary and artifacts (name, aliases, files with digests) of a finished run
     folder on disk."""
     logs = sorted(Path(folder).glob("run-*.wandb"))

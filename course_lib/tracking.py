@@ -85,7 +85,9 @@ def _verify_key(key: str) -> str | None:
     return None
 
 
-def resolve_mode(mode: str | None = None) -> tuple[str, str | None]:
+def resolve_mode(
+    mode: str | None = None,  # online, offline or disabled; None: WANDB_MODE, else online
+) -> tuple[str, str | None]:
     "The mode to run in and, when it differs from the request, why: online needs a key the server accepts."
     mode = mode or env_mode() or "online"
     if mode not in MODES:
@@ -113,7 +115,7 @@ class Tracker:
         mode: str | None = None,  # online, offline or disabled; None: resolve_mode decides
         group: str | None = None,  # runs of one job (e.g. one per TPU core) share a group
         name: str | None = None,  # the run's display name
-        job_type: str = "train",
+        job_type: str = "train",  # what the run does: train, evaluate, ...
         save_dir=None,  # the folder that gets wandb/; None: the current folder
         artifact: str = "melanoma-model",  # the name every checkpoint is a version of
         quiet: bool = False,  # no line about offline mode (e.g. on every core but the first)
@@ -200,7 +202,9 @@ def __exit__(self: Tracker, kind, exc, tb):
     self.finish(1 if kind else 0)
 
 # %% ../nbs/08_experiment_tracking.ipynb #c014
-def run_folder(tracker: Tracker) -> Path | None:
+def run_folder(
+    tracker: Tracker,  # a Tracker
+) -> Path | None:
     "The local folder of the tracker's run (holds run-<id>.wandb), or None when tracking is disabled."
     return Path(tracker.run.dir).parent if tracker.run else None
 

@@ -74,7 +74,9 @@ class Task(NamedTuple):
     keyed: bool = False  # the training set takes chapter 02's (epoch, index) keys
 
 
-def simple_cnn(num_classes: int = 10) -> nn.Module:
+def simple_cnn(
+    num_classes: int = 10,  # outputs of the last layer
+) -> nn.Module:
     "A small CNN without BatchNorm or dropout: its gradient does not depend on how a batch is split."
     return nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1),
@@ -99,7 +101,9 @@ def _classifier(arch: str, num_classes: int, pretrained: bool = False) -> nn.Mod
     return create_model(arch, pretrained, num_classes)
 
 # %% ../nbs/07_tpu.ipynb #c020
-def fashion_task(flags: dict) -> Task:
+def fashion_task(
+    flags: dict,  # train_xla's settings (XLA_DEFAULTS)
+) -> Task:
     "FashionMNIST at `img_size` px, RGB, ImageNet-normalised (the post's transforms); accuracy."
     from torchvision import transforms as T
     from course_lib.data import fashion_mnist
@@ -122,7 +126,9 @@ def fashion_task(flags: dict) -> Task:
     return Task(train, valid, model, nn.CrossEntropyLoss(), "valid_accuracy")
 
 
-def melanoma_task(flags: dict) -> Task:
+def melanoma_task(
+    flags: dict,  # train_xla's settings (XLA_DEFAULTS)
+) -> Task:
     "Chapters 02-03's melanoma data (one fold), model and focal loss; ROC AUC."
     import pandas as pd
     from course_lib.data import add_folds
@@ -150,7 +156,12 @@ class EpochDistributedSampler(DistributedSampler):
         return iter([(self.epoch, i) for i in super().__iter__()])
 
 
-def make_loaders(task: Task, world: int, rank: int, flags: dict):
+def make_loaders(
+    task: Task,  # what to train: fashion_task or melanoma_task
+    world: int,  # how many replicas
+    rank: int,  # this replica's index
+    flags: dict,  # train_xla's settings (XLA_DEFAULTS)
+):
     "One replica's (sampler, train loader, valid loader): a training shard, every world-th valid image."
     sampler_class = EpochDistributedSampler if task.keyed else DistributedSampler
     sampler = sampler_class(task.train, num_replicas=world, rank=rank, shuffle=True, seed=flags["seed"])
@@ -362,7 +373,9 @@ def _check_flags(flags: dict) -> None:
         raise CourseLibError("--epochs and --accumulate must be at least 1")
 
 
-def train_xla(**flags) -> dict:
+def train_xla(
+    **flags,  # settings that replace XLA_DEFAULTS' values, by name
+) -> dict:
     "Train on every XLA device with `torch_xla.launch`; returns the history (the other engines' format)."
     flags = {**XLA_DEFAULTS, **flags}
     _check_flags(flags)

@@ -114,3 +114,26 @@ def test_ruff_passes_on_library_notebooks_tests_and_bench():
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "All checks passed" in r.stdout
+
+
+def test_every_exported_parameter_is_documented():
+    "nbdev's docments style: a comment after each parameter, so show_doc and help() explain it."
+    import importlib
+    import inspect
+    from fastcore.docments import docments
+
+    undocumented = []
+    for path in sorted((REPO / "course_lib").glob("*.py")):
+        if path.stem.startswith("_"):
+            continue
+        module = importlib.import_module(f"course_lib.{path.stem}")
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isclass(obj) and "__init__" in vars(obj):
+                obj = obj.__init__
+            if not inspect.isfunction(obj):
+                continue
+            docs = docments(obj, full=False, args_kwargs=True)
+            params = [p for p in inspect.signature(obj).parameters if p != "self"]
+            undocumented += [f"{path.stem}.{name}({p})" for p in params if not docs.get(p)]
+    assert not undocumented, undocumented
