@@ -22,9 +22,9 @@ from . import __version__
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE', 'COMMANDS', 'find_notebooks', 'run_notebook',
-           'write_summary', 'run_notebooks', 'repo_url', 'badges', 'relink', 'toc', 'sync_docs', 'make_readme', 'train',
-           'build_parser', 'main']
+__all__ = ['SMOKE_PARAMETERS', 'RESULTS_FILE', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE', 'COMMANDS', 'find_notebooks',
+           'run_notebook', 'write_summary', 'run_notebooks', 'repo_url', 'badges', 'relink', 'toc', 'record_run',
+           'results_table', 'sync_docs', 'make_readme', 'train', 'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb #c006
 def find_notebooks(
@@ -233,8 +233,57 @@ def toc(
         rows.append(f"| [{title}](nbs/{p.name}) | {sub} | {badges(p.name, url)} |")
     return "\n".join(rows)
 
+
+RESULTS_FILE = "bench/results/course-smoke.json"  # a recorded smoke run, shown in the index
+
+
+def record_run(
+    rows: list[dict],  # run_notebooks' result
+    smoke: bool,  # whether the run was in smoke mode
+) -> dict:
+    "A course run with when, how and where it was made: what `results_table` shows."
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        names = [
+            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")
+        ]
+        cpu = names[0].split(":", 1)[1].strip() if names else cpu
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    return dict(
+        recorded=time.strftime("%Y-%m-%d"),
+        command="course-lib run-notebooks" + (" --smoke" if smoke else ""),
+        machine=f"{cpu}, {os.cpu_count()} cores, {gpu}",
+        python=platform.python_version(),
+        torch=torch.__version__,
+        notebooks=rows,
+    )
+
+
+def results_table(
+    record: dict,  # RESULTS_FILE's content: how and where the run was made, and its summary rows
+) -> str:
+    "Markdown: what each notebook of a recorded course run measured, and how long it took."
+    rows = [
+        f"Recorded {record['recorded']} with `{record['command']}` "
+        f"on {record['machine']} (Python {record['python']}, torch {record['torch']}):",
+        "",
+        "| notebook | seconds | what it measured |",
+        "|---|---:|---|",
+    ]
+    for r in record["notebooks"]:
+        measured = ", ".join(f"{k}={v}" for k, v in r["results"].items() if not isinstance(v, (dict, list)))
+        rows.append(
+            f"| [{r['notebook']}](nbs/{r['notebook']}) | {r['seconds']} | {measured or r['status']} |"
+        )
+    return "\n".join(rows)
+
 # %% ../nbs/99_cli.ipynb #c019
 _TOC = re.compile(r"(<!-- toc -->\n)(?:.*?\n)?(<!-- /toc -->)", re.S)
+_RESULTS = re.compile(r"(<!-- results -->\n)(?:.*?\n)?(<!-- /results -->)", re.S)
 
 
 def sync_docs(
@@ -245,6 +294,8 @@ def sync_docs(
     changed files."""
     root = Path(root)
     url, nbs_dir, changed = repo_url(root), root / "nbs", []
+    recorded = root / RESULTS_FILE
+    results = results_table(json.loads(recorded.read_text())) if recorded.exists() else "(no recorded run)"
     for p in find_notebooks(nbs_dir):
         nb = json.loads(p.read_text())
         for c in nb["cells"]:
@@ -252,6 +303,7 @@ def sync_docs(
             src = re.sub(r"^\[!\[Open In Colab\].*$", badges(p.name, url), src, count=1, flags=re.M)
             if p.name.startswith("00_"):
                 src = _TOC.sub(lambda m: m[1] + toc(nbs_dir, url) + "\n" + m[2], src)
+                src = _RESULTS.sub(lambda m: m[1] + results + "\n" + m[2], src)
             c["source"] = src.splitlines(keepends=True)
         text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         if text != p.read_text():
@@ -330,6 +382,11 @@ def _runner_parser(sub):
     r.add_argument("--timeout", type=float, default=1800, help="seconds allowed per notebook (default: 1800)")
     r.add_argument(
         "--nbs", type=Path, default=Path("nbs"), help="folder holding the notebooks (default: nbs)"
+    )
+    r.add_argument(
+        "--record",
+        type=Path,
+        help=f"also write the run and this machine's description to a file (the index shows {RESULTS_FILE})",
     )
     d = sub.add_parser("sync-docs", help="refresh badges, links and table of contents, regenerate README.md")
     d.add_argument(
@@ -708,6 +765,9 @@ def _cmd_data(a) -> int:
 def _cmd_run_notebooks(a) -> int:
     "Run `course-lib run-notebooks`; non-zero exit when any notebook failed."
     rows = run_notebooks(a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout)
+    if a.record:
+        a.record.write_text(json.dumps(record_run(rows, a.smoke), indent=2) + "\n")
+        print(f"recorded: {a.record} (then run course-lib sync-docs)")
     failed = [r["notebook"] for r in rows if r["status"] != "ok"]
     if failed:
         print(f"course-lib: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)

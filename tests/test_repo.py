@@ -137,3 +137,14 @@ def test_every_exported_parameter_is_documented():
             params = [p for p in inspect.signature(obj).parameters if p != "self"]
             undocumented += [f"{path.stem}.{name}({p})" for p in params if not docs.get(p)]
     assert not undocumented, undocumented
+
+
+def test_the_recorded_course_run_in_the_index_covers_every_notebook():
+    from course_lib.cli import RESULTS_FILE, find_notebooks
+
+    record = json.loads((REPO / RESULTS_FILE).read_text())
+    recorded = [n["notebook"] for n in record["notebooks"]]
+    assert recorded == [p.name for p in find_notebooks(REPO / "nbs")], (
+        "a notebook was added or renamed: record a new run (course-lib run-notebooks --smoke --record ...)"
+    )
+    assert all(n["status"] == "ok" for n in record["notebooks"])

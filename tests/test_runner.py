@@ -166,3 +166,24 @@ def test_runner_leaves_the_callers_environment_as_it_was(nbs, tmp_path, monkeypa
     )
     assert rows[0]["status"] == "ok", rows
     assert dict(os.environ) == before
+
+
+def test_record_writes_the_run_with_its_machine(nbs, tmp_path):
+    record = tmp_path / "rec.json"
+    r = run_cli(
+        "run-notebooks",
+        "--smoke",
+        "--nbs",
+        nbs,
+        "--out",
+        tmp_path / "out",
+        "--only",
+        "01_*",
+        "--record",
+        record,
+    )
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(record.read_text())
+    assert rec["command"] == "course-lib run-notebooks --smoke" and "cores" in rec["machine"]
+    assert [n["notebook"] for n in rec["notebooks"]] == ["01_ok.ipynb"]
+    assert rec["notebooks"][0]["results"] == {"smoke": True, "answer": 42}
