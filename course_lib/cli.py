@@ -641,7 +641,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     history.pop("last_eval")
     return history
 
-
+# %% ../nbs/99_cli.ipynb #c028d
 def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     "Chapter 04's fit_lightning, with chapter 08's WandbLogger."
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
@@ -661,7 +661,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
         logger.experiment.finish()
     return history
 
-
+# %% ../nbs/99_cli.ipynb #c028f
 def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     "Chapter 07's train_xla on the melanoma task, with chapter 08's xla_tracker."
     import functools
@@ -691,7 +691,7 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
         tracker=tracker,
     )
 
-
+# %% ../nbs/99_cli.ipynb #c028h
 def train(
     a,  # the parsed `course-lib train` arguments
 ) -> dict:

@@ -185,7 +185,7 @@ def lightning_precision(
         raise CourseLibError("--precision 16-mixed is not supported on TPU: use bf16-mixed or 32")
     return "bf16-true" if precision == "bf16-mixed" else "32-true"
 
-
+# %% ../nbs/04_lightning.ipynb #c015y
 def trainer_settings(
     epochs: int = 5,  # the Trainer's max_epochs
     precision: str = "32",  # the course's name: 32, 16-mixed or bf16-mixed
@@ -229,7 +229,7 @@ def trainer_settings(
         enable_model_summary=False,
     )
 
-
+# %% ../nbs/04_lightning.ipynb #c015w
 def fit_lightning(
     module,  # a MelanomaModule
     datamodule,  # a MelanomaDataModule
