@@ -10,11 +10,15 @@ import argparse
 import contextlib
 import fnmatch
 import importlib.util
+import inspect
 import json
 import os
+import posixpath
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -22,9 +26,10 @@ from . import __version__
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'RESULTS_FILE', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE', 'COMMANDS', 'find_notebooks',
-           'run_notebook', 'write_summary', 'run_notebooks', 'repo_url', 'badges', 'relink', 'toc', 'record_run',
-           'results_table', 'sync_docs', 'make_readme', 'train', 'build_parser', 'main']
+__all__ = ['SMOKE_PARAMETERS', 'RESULTS_FILE', 'SITE_EXTRA_PAGES', 'SITE_CONF', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE',
+           'COMMANDS', 'find_notebooks', 'run_notebook', 'write_summary', 'run_notebooks', 'repo_url', 'badges',
+           'pages_url', 'relink', 'toc', 'record_run', 'results_table', 'sync_docs', 'make_readme', 'site_markdown',
+           'site_cells', 'api_entries', 'api_page', 'build_site', 'train', 'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb #c006
 def find_notebooks(
@@ -201,15 +206,23 @@ _REPO_LINKS = [
 ]
 
 
+def pages_url(
+    url: str,  # the repository URL, https://github.com/OWNER/NAME
+) -> str:
+    "The GitHub Pages address of repository `url` (OWNER.github.io/NAME/, with https)."
+    owner, name = url.split("github.com/", 1)[1].split("/")[:2]
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
 def relink(
     text: str,  # markdown or code that holds links
     url: str,  # the repository URL
 ) -> str:
-    "Point every Colab/Kaggle badge and git install link in `text` at repository `url`."
+    "Point every Colab/Kaggle badge, git install link and site address in `text` at repository `url`."
     gh = url.split("github.com/", 1)[1]
     for pat in _REPO_LINKS:
         text = re.sub(pat, lambda m: f"{m[1]}{gh}{m[2]}", text, flags=re.M)
-    return text
+    return re.sub(r"https://[\w-]+\.github\.io/[\w.-]+/", pages_url(url), text)
 
 # %% ../nbs/99_cli.ipynb #c018
 def _title(nb: dict) -> tuple[str, str]:
@@ -334,6 +347,251 @@ def make_readme(
     )
     return head + "\n\n".join(cells) + "\n"
 
+# %% ../nbs/99_cli.ipynb #c021t
+SITE_EXTRA_PAGES = (
+    "bench/RESULTS.md",
+    "bench/RUNTIMES.md",
+    "CHANGELOG.md",
+)  # repository pages the site includes
+_BADGE = re.compile(r"\[!\[Open In (Colab|Kaggle)\]\([^)]*\)\]\(([^)]*)\)")
+_LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
+
+
+def site_markdown(
+    text: str,  # markdown of a page
+    page: str,  # the page's path in the site, e.g. nbs/03_pytorch_loop.ipynb
+    included: set,  # repository paths the site has pages for
+    url: str,  # the repository URL
+) -> str:
+    """`text` for the site: badge images become plain links (the site loads nothing from other hosts), and a
+    relative link to a file the site lacks points at the repository instead."""
+    text = _BADGE.sub(r"[Open in \1](\2)", text)
+
+    def relink(m):
+        target, _, anchor = m[1].partition("#")
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(page), target))
+        if path in included or not target:
+            return m[0]
+        return f"]({url}/blob/main/{path}" + (f"#{anchor}" if anchor else "") + ")"
+
+    return _LINK.sub(relink, text)
+
+
+def site_cells(
+    cells: list,  # a notebook's cells
+) -> list:
+    "The cells a site page shows: nbdev's `#| hide` and `#| default_exp` cells left out, `#|` lines removed."
+    shown = []
+    for c in cells:
+        text = "".join(c["source"])
+        directives = re.findall(r"^#\|\s*(\S+)", text, re.M)
+        if c["cell_type"] == "code" and ("hide" in directives or "default_exp" in directives):
+            continue
+        if c["cell_type"] == "code":
+            c = {**c, "source": re.sub(r"^#\|.*\n?", "", text, flags=re.M)}
+        shown.append(c)
+    return shown
+
+# %% ../nbs/99_cli.ipynb #c021w
+def _module_of(
+    nb_path,  # a notebook
+) -> str | None:
+    "The module a notebook exports to (its `#| default_exp`), or None."
+    for c in json.loads(Path(nb_path).read_text())["cells"]:
+        m = re.match(r"#\|\s*default_exp\s+(\S+)", "".join(c["source"]))
+        if m:
+            return m[1]
+    return None
+
+
+def api_entries(
+    module: str,  # a module of course_lib, e.g. "engine"
+) -> list[dict]:
+    "Every exported name of course_lib.`module`: its kind, signature, docstring and documented parameters."
+    from fastcore.docments import docments
+
+    mod = importlib.import_module(f"course_lib.{module}")
+    entries = []
+    for name in mod.__all__:
+        obj = getattr(mod, name)
+        kind = "class" if inspect.isclass(obj) else "function" if inspect.isfunction(obj) else "constant"
+        fn = obj.__init__ if kind == "class" and "__init__" in vars(obj) else obj
+        entry = dict(name=name, kind=kind, signature=None, doc=inspect.getdoc(obj) or "", params=[])
+        if kind == "constant":
+            entry["doc"] = ""
+            entry["signature"] = f"{name} = {obj!r}"[:400]
+        elif inspect.isfunction(fn):
+            sig = inspect.signature(fn)
+            docs = docments(fn, full=False, args_kwargs=True)
+            for p in sig.parameters.values():
+                if p.name == "self":
+                    continue
+                default = "" if p.default is inspect.Parameter.empty else repr(p.default)
+                shown_name = str(p).split(":")[0].split("=")[0]  # with * or ** for *args and **kwargs
+                entry["params"].append(dict(name=shown_name, default=default, doc=docs.get(p.name) or ""))
+            shown = [p for n, p in sig.parameters.items() if n != "self"]
+            entry["signature"] = f"{name}{sig.replace(parameters=shown)}"
+        entries.append(entry)
+    return entries
+
+
+def _cell(text: str) -> str:
+    "`text` safe inside a markdown table cell."
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def api_page(
+    module: str,  # a module of course_lib
+    notebook: str | None,  # the notebook that teaches it, e.g. 03_pytorch_loop.ipynb
+    title: str,  # that notebook's title
+) -> str:
+    "The reference page of course_lib.`module`, in MyST markdown, linking back to its notebook."
+    lines = [f"# `course_lib.{module}`", ""]
+    if notebook:
+        lines += [
+            f"Taught in [{title}](../nbs/{notebook}), where every name below is built and explained.",
+            "",
+        ]
+    for e in api_entries(module):
+        lines += [f'<span id="{e["name"]}"></span>', "", f"## `{e['name']}`", "", f"*{e['kind']}*", ""]
+        lines += ["```python", e["signature"] or e["name"], "```", ""]
+        if e["doc"]:
+            lines += [e["doc"], ""]
+        if e["params"]:
+            lines += ["| parameter | default | meaning |", "|---|---|---|"]
+            for p in e["params"]:
+                default = _cell(f"`{p['default']}`") if p["default"] else ""
+                lines.append(f"| `{p['name']}` | {default} | {_cell(p['doc'])} |")
+            lines += [""]
+    return "\n".join(lines) + "\n"
+
+# %% ../nbs/99_cli.ipynb #c021z
+SITE_CONF = """
+project = "course_lib"
+extensions = ["myst_nb"]
+nb_execution_mode = "off"  # the pages show the outputs of the course run
+nb_ipywidgets_js = {{}}  # no widget scripts from other hosts
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+myst_enable_extensions = ["dollarmath"]
+mathjax_path = "mathjax/tex-mml-chtml.js"  # a local copy: the site loads nothing from other hosts
+html_static_path = ["_static"]
+html_theme = "sphinx_book_theme"
+html_title = "course_lib"
+html_favicon = "_static/favicon.png"
+html_context = {{"default_mode": "light"}}
+html_theme_options = {{
+    "repository_url": "{url}",
+    "repository_branch": "main",
+    "use_repository_button": True,
+    "launch_buttons": {{"colab_url": "https://colab.research.google.com"}},
+}}
+exclude_patterns = ["_build"]
+"""
+
+
+def _favicon(
+    path,  # the PNG to write
+) -> None:
+    "A 32 px favicon, drawn like the sample set's lesions: a brown disc."
+    from PIL import Image, ImageDraw
+
+    icon = Image.new("RGBA", (32, 32), (0, 0, 0, 0))
+    ImageDraw.Draw(icon).ellipse((3, 3, 28, 28), fill=(120, 70, 40, 255))
+    icon.save(path)
+
+
+def _require_site_tools() -> None:
+    "Stop with one line when Sphinx, myst-nb or the book theme is missing."
+    for module, package in (
+        ("sphinx", "sphinx"),
+        ("myst_nb", "myst-nb"),
+        ("sphinx_book_theme", "sphinx-book-theme"),
+        ("mathjax", "django-static-mathjax"),
+    ):
+        if importlib.util.find_spec(module) is None:
+            raise CourseLibError(f"building the site needs {package}: pip install 'course_lib[dev]'")
+
+# %% ../nbs/99_cli.ipynb #c021zb
+def build_site(
+    run_dir="_course_run",  # the executed notebooks of a course run
+    out="_site",  # where the HTML goes
+    root=".",  # the repository root
+) -> dict:
+    "Build the course website from a course run: the README as home page, every chapter, the API reference."
+    start = time.time()
+    root, run_dir, out = Path(root), Path(run_dir), Path(out)
+    chapters = [p for p in find_notebooks(root / "nbs") if not p.name.startswith("00_")]  # 00: the home page
+    missing = [p.name for p in chapters if not (run_dir / p.name).exists()]
+    if missing:
+        raise CourseLibError(
+            f"{run_dir} lacks the executed {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}: "
+            f"run `course-lib run-notebooks --smoke --out {run_dir}` first"
+        )
+    _require_site_tools()
+    url = repo_url(root)
+    numbered = find_notebooks(root / "nbs")
+    modules_nbs = [p for p in sorted((root / "nbs").glob("*.ipynb")) if p not in numbered and _module_of(p)]
+    pages = [f"nbs/{p.name}" for p in chapters + modules_nbs]
+    extra = [p for p in SITE_EXTRA_PAGES if (root / p).exists()]
+    included = {"README.md", *pages, *extra}
+    src = Path(tempfile.mkdtemp(prefix="course-site-"))
+    taught = {}  # module -> (notebook, title)
+    for p in chapters + modules_nbs:
+        nb = json.loads((run_dir / p.name if p in chapters else p).read_text())
+        nb["cells"] = site_cells(nb["cells"])
+        for c in nb["cells"]:
+            if c["cell_type"] == "markdown":
+                c["source"] = site_markdown("".join(c["source"]), f"nbs/{p.name}", included, url)
+        module = _module_of(p)
+        if module:
+            taught[module] = (p.name, _title(nb)[0])
+            names = importlib.import_module(f"course_lib.{module}").__all__
+            links = ", ".join(f'<a href="../api/{module}.html#{n}"><code>{n}</code></a>' for n in names)
+            first_md = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown")
+            note = f"In the library, `course_lib.{module}` (API reference: {links})."
+            nb["cells"].insert(first_md + 1, {"cell_type": "markdown", "metadata": {}, "source": note})
+        (src / "nbs").mkdir(exist_ok=True)
+        (src / "nbs" / p.name).write_text(json.dumps(nb))
+    (src / "api").mkdir()
+    n_entries = 0
+    for module, (nb_name, title) in sorted(taught.items()):
+        (src / "api" / f"{module}.md").write_text(api_page(module, nb_name, title))
+        n_entries += len(importlib.import_module(f"course_lib.{module}").__all__)
+    api_rows = "\n".join(
+        f"| [`course_lib.{m}`]({m}.md) | [{t}](../nbs/{n}) |" for m, (n, t) in sorted(taught.items())
+    )
+    api_toc = "\n".join(sorted(taught))
+    (src / "api" / "index.md").write_text(
+        "# API reference\n\n"
+        "Every name `course_lib` exports, by module, each with the notebook that teaches it.\n\n"
+        f"| module | taught in |\n|---|---|\n{api_rows}\n\n```{{toctree}}\n:hidden:\n{api_toc}\n```\n"
+    )
+    for page in extra:
+        (src / page).parent.mkdir(parents=True, exist_ok=True)
+        (src / page).write_text(site_markdown((root / page).read_text(), page, included, url))
+    toc = "\n".join(
+        [p.removesuffix(".ipynb") for p in pages] + ["api/index", *[p.removesuffix(".md") for p in extra]]
+    )
+    readme = site_markdown((root / "README.md").read_text(), "README.md", included, url)
+    readme = readme.replace("](README.md)", "](index.md)")
+    (src / "index.md").write_text(f"{readme}\n```{{toctree}}\n:hidden:\n{toc}\n```\n")
+    (src / "conf.py").write_text(SITE_CONF.format(url=url))
+    import mathjax  # the django-static-mathjax package: MathJax 3's files
+
+    shutil.copytree(Path(mathjax.__file__).parent / "static" / "mathjax" / "es5", src / "_static" / "mathjax")
+    _favicon(src / "_static" / "favicon.png")
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", str(src), str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CourseLibError(
+            f"sphinx-build failed: {(r.stderr or r.stdout).strip().splitlines()[-1][:300]} (sources in {src})"
+        )
+    shutil.rmtree(src)
+    n_pages = len([p for p in out.rglob("*.html") if not p.name.startswith(("genindex", "search"))])
+    return dict(pages=n_pages, api_entries=n_entries, seconds=round(time.time() - start, 1), site=str(out))
+
 # %% ../nbs/99_cli.ipynb #c023
 def _data_parser(sub):
     "The `data` sub-command: `sample` and `kaggle`."
@@ -365,7 +623,7 @@ def _data_parser(sub):
 
 # %% ../nbs/99_cli.ipynb #c024
 def _runner_parser(sub):
-    "The `run-notebooks` and `sync-docs` sub-commands."
+    "The `run-notebooks`, `site` and `sync-docs` sub-commands."
     r = sub.add_parser(
         "run-notebooks", help="execute the course notebooks with papermill and write a summary"
     )
@@ -388,6 +646,14 @@ def _runner_parser(sub):
         type=Path,
         help=f"also write the run and this machine's description to a file (the index shows {RESULTS_FILE})",
     )
+    s = sub.add_parser("site", help="build the course website from a course run into _site/")
+    s.add_argument(
+        "--run",
+        type=Path,
+        default=Path("_course_run"),
+        help="the course run whose executed notebooks the site shows (default: _course_run)",
+    )
+    s.add_argument("--out", type=Path, default=Path("_site"), help="where the site goes (default: _site)")
     d = sub.add_parser("sync-docs", help="refresh badges, links and table of contents, regenerate README.md")
     d.add_argument(
         "--check", action="store_true", help="only report what is out of date; exit 1 if anything is"
@@ -741,7 +1007,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="course-lib", description="course_lib: the hands-on PyTorch course's command line."
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,data,run-notebooks,sync-docs}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,data,run-notebooks,site,sync-docs}")
     _train_parser(sub)
     _data_parser(sub)
     _runner_parser(sub)
@@ -774,6 +1040,16 @@ def _cmd_run_notebooks(a) -> int:
     return 1 if failed else 0
 
 
+def _cmd_site(a) -> int:
+    "Run `course-lib site`."
+    built = build_site(a.run, a.out)
+    print(
+        f"site: {built['pages']} pages, {built['api_entries']} API entries, "
+        f"built in {built['seconds']} s: {a.out / 'index.html'}"
+    )
+    return 0
+
+
 def _cmd_sync_docs(a) -> int:
     "Run `course-lib sync-docs`."
     changed = sync_docs(".", write=not a.check)
@@ -800,6 +1076,7 @@ COMMANDS = {
     "train": _cmd_train,
     "data": _cmd_data,
     "run-notebooks": _cmd_run_notebooks,
+    "site": _cmd_site,
     "sync-docs": _cmd_sync_docs,
 }
 

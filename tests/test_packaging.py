@@ -68,3 +68,45 @@ def _check_venv(tmp_path, wheel):
         and r.stderr.strip().splitlines()[-1]
         == "course-lib: error: papermill is an optional part: pip install 'course_lib[dev]'"
     ), r.stderr
+
+
+def test_sdist_and_wheel_build_pass_twine_and_carry_the_right_metadata(tmp_path):
+    "What `pip install course_lib` will get from PyPI: built and checked as the release workflow does."
+    import email
+    import re
+    import tarfile
+    import zipfile
+    import course_lib
+
+    dist = tmp_path / "dist"
+    r = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    version = course_lib.__version__
+    wheel = dist / f"course_lib-{version}-py3-none-any.whl"
+    sdist = dist / f"course_lib-{version}.tar.gz"
+    assert wheel.exists() and sdist.exists(), sorted(p.name for p in dist.iterdir())
+    r = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and r.stdout.count("PASSED") == 2, r.stdout + r.stderr
+    with zipfile.ZipFile(wheel) as z:
+        meta = email.message_from_bytes(z.read(f"course_lib-{version}.dist-info/METADATA"))
+        files = z.namelist()
+    assert meta["Name"] == "course_lib" and meta["Version"] == version
+    assert meta["License-Expression"] == "Apache-2.0" and meta["Requires-Python"] == ">=3.11"
+    assert meta["Description-Content-Type"] == "text/markdown" and "# course_lib" in meta.get_payload()
+    requires = meta.get_all("Requires-Dist")
+    core = {re.split(r"[<>=; ]", r)[0] for r in requires if "extra ==" not in r}
+    assert {"torch", "torchvision", "pytorch-lightning", "albumentations", "fastcore"} <= core, core
+    assert not core & {"torch_xla", "wandb", "nbdev", "papermill", "kaggle", "sphinx"}, core
+    assert set(meta.get_all("Provides-Extra")) == {"tpu", "wandb", "kaggle", "docs", "dev"}
+    assert {
+        f"course_lib/{m}.py" for m in ("data", "dataset", "engine", "lightning", "xla", "tracking")
+    } <= set(files)
+    with tarfile.open(sdist) as t:
+        names = t.getnames()
+    assert f"course_lib-{version}/pyproject.toml" in names and f"course_lib-{version}/README.md" in names

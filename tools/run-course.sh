@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The course, end to end: every notebook in smoke mode on the built-in sample data.
-# Executed copies and summary.md / summary.json land in _course_run/.
+# The course, end to end: every notebook in smoke mode on the built-in sample data, then the website built
+# from what it executed. Executed copies and summary.md / summary.json land in _course_run/, the site in _site/.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup-venv.sh"
 course-lib run-notebooks --smoke --out _course_run "$@"
 cat _course_run/summary.md
+course-lib site --run _course_run --out _site

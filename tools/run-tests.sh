@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The test suite: library, command line, notebooks in smoke mode, packaging and repository checks.
+# The test suite: library, command line, notebooks in smoke mode, the website in a browser, packaging and
+# repository checks.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup-venv.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/setup-browser.sh"
 python -m pytest -q "$@"

@@ -1,0 +1,98 @@
+"""Open every page of a built site in headless Chromium and list what is wrong: a page that does not load, a
+console error, a request to another host, a broken internal link or anchor, an image that does not load, a
+chapter page without plots. Used by tests/test_site.py; `python tests/site_check.py SITE SHOTS` runs it
+alone."""
+
+import functools
+import http.server
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+
+def serve(folder):
+    "An HTTP server for `folder` on a free localhost port, in a background thread."
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def check(site, shots, chromium="/usr/bin/chromium"):
+    """(pages, problems) of the site in `site`; screenshots of the index and chapter 03 go to `shots`.
+    `chromium`: a browser executable, or "playwright" for Playwright's own."""
+    from playwright.sync_api import sync_playwright
+
+    site = Path(site)
+    server = serve(site)
+    base = f"http://127.0.0.1:{server.server_port}/"
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if "_static" not in p.parts)
+    problems = []
+    with sync_playwright() as pw:
+        executable = None if chromium == "playwright" else chromium
+        browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        page = browser.new_page()
+        errors = []
+        page.on(
+            "console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+        )
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+        page.on(
+            "request",
+            lambda r: (
+                errors.append(f"request to another host: {r.url}")
+                if not r.url.startswith(base) and not r.url.startswith("data:")
+                else None
+            ),
+        )
+        for rel in pages:
+            errors.clear()
+            resp = page.goto(base + rel, wait_until="networkidle")
+            if resp is None or resp.status != 200:
+                problems.append(f"{rel}: HTTP {resp and resp.status}")
+            imgs = page.eval_on_selector_all(
+                "img", "els => els.map(e => [e.getAttribute('src'), e.complete && e.naturalWidth > 0])"
+            )
+            problems += [f"{rel}: image {src} did not load" for src, ok in imgs if not ok]
+            hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+            for h in hrefs:
+                if not h.startswith(base):
+                    continue
+                u = urlparse(h)
+                target = site / unquote(u.path[len(urlparse(base).path) :])
+                if target.is_dir():
+                    target = target / "index.html"
+                if not target.exists():
+                    problems.append(f"{rel}: broken link {h}")
+                elif u.fragment and target.suffix == ".html":
+                    html = target.read_text(errors="replace")
+                    if f'id="{unquote(u.fragment)}"' not in html:
+                        problems.append(f"{rel}: missing anchor {h}")
+            if (
+                rel.startswith("nbs/0")
+                and not rel.startswith("nbs/00")
+                and not any(src and ("png" in src or src.startswith("data:")) for src, _ in imgs)
+            ):
+                problems.append(f"{rel}: a chapter page without plots")
+            problems += [f"{rel}: {e}" for e in errors]
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        for rel, name in (("index.html", "index.png"), ("nbs/03_pytorch_loop.html", "chapter-03.png")):
+            page.goto(base + rel, wait_until="networkidle")
+            page.screenshot(path=str(Path(shots) / name), full_page=False)
+        browser.close()
+    server.shutdown()
+    return pages, problems
+
+
+if __name__ == "__main__":
+    pages, problems = check(sys.argv[1], sys.argv[2])
+    print(len(pages), "pages")
+    print("\n".join(problems[:60]))
+    print(len(problems), "problems")

@@ -1,0 +1,68 @@
+"The course website: built from the course run by `course-lib site`, every page opened in headless Chromium."
+
+import importlib
+import os
+import re
+import shutil
+import pytest
+from course_lib.cli import find_notebooks
+from conftest import REPO, run_cli
+from site_check import check
+
+RUN = REPO / "_course_run"  # what the README's first command executed
+
+
+@pytest.fixture(scope="module")
+def course_run():
+    "The README's first command's course run; made here in smoke mode when that command has not run."
+    chapters = find_notebooks(REPO / "nbs")
+    if not all((RUN / p.name).exists() for p in chapters):
+        r = run_cli("run-notebooks", "--smoke", "--out", RUN, timeout=3600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return RUN
+
+
+@pytest.fixture(scope="module")
+def site(course_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("site") / "_site"
+    r = run_cli("site", "--run", course_run, "--out", out, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    print(r.stdout)
+    return out
+
+
+def _chromium():
+    "The browser tools/setup-browser.sh found, else Debian's chromium."
+    found = os.environ.get("COURSE_LIB_CHROMIUM") or shutil.which("chromium")
+    assert found, "no Chromium: run the tests with tools/run-tests.sh, which installs one"
+    return found
+
+
+def test_every_page_loads_without_errors_broken_links_or_missing_plots(site, course_run):
+    shots = course_run / "screenshots"
+    pages, problems = check(site, shots, _chromium())
+    assert not problems, "\n".join(problems[:40])
+    chapters = [p.stem for p in find_notebooks(REPO / "nbs") if not p.name.startswith("00_")]
+    assert {f"nbs/{c}.html" for c in chapters} <= set(pages)
+    assert "index.html" in pages and "api/index.html" in pages
+    for name in ("index.png", "chapter-03.png"):
+        assert (shots / name).stat().st_size > 10_000, name
+
+
+def test_every_exported_name_has_a_reference_entry_linked_both_ways(site):
+    for module_path in sorted((REPO / "course_lib").glob("[!_]*.py")):
+        module = module_path.stem
+        page = (site / "api" / f"{module}.html").read_text()
+        names = importlib.import_module(f"course_lib.{module}").__all__
+        missing = [n for n in names if f'id="{n}"' not in page]
+        assert not missing, (module, missing)
+        taught = re.search(r'Taught in <a class="reference internal" href="\.\./nbs/([\w.]+)\.html', page)
+        assert taught, f"api/{module}.html does not link to its notebook"
+        chapter = (site / "nbs" / f"{taught[1]}.html").read_text()
+        assert f'href="../api/{module}.html#{names[0]}"' in chapter, f"{taught[1]} does not link back"
+
+
+def test_site_without_a_course_run_is_one_clear_error(tmp_path):
+    r = run_cli("site", "--run", tmp_path / "nothing", "--out", tmp_path / "site", timeout=120)
+    assert r.returncode == 1 and not (tmp_path / "site").exists()
+    assert r.stderr.startswith("course-lib: error: ") and "run `course-lib run-notebooks --smoke" in r.stderr
