@@ -509,7 +509,7 @@ def _require_site_tools() -> None:
         ("mathjax", "django-static-mathjax"),
     ):
         if importlib.util.find_spec(module) is None:
-            raise CourseLibError(f"building the site needs {package}: pip install 'course_lib[dev]'")
+            raise CourseLibError(f"building the site needs {package}: pip install 'course_lib[docs]'")
 
 # %% ../nbs/99_cli.ipynb #c021zb
 def build_site(
