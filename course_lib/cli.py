@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import tomllib
@@ -29,7 +30,7 @@ from .errors import CourseLibError
 __all__ = ['SMOKE_PARAMETERS', 'RESULTS_FILE', 'SITE_EXTRA_PAGES', 'SITE_CONF', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE',
            'COMMANDS', 'find_notebooks', 'run_notebook', 'write_summary', 'run_notebooks', 'repo_url', 'badges',
            'pages_url', 'relink', 'toc', 'record_run', 'results_table', 'sync_docs', 'make_readme', 'site_markdown',
-           'site_cells', 'api_entries', 'api_page', 'build_site', 'train', 'build_parser', 'main']
+           'site_cells', 'scrub_paths', 'api_entries', 'api_page', 'build_site', 'train', 'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb #c006
 def find_notebooks(
@@ -387,12 +388,25 @@ def site_cells(
         directives = re.findall(r"^#\|\s*(\S+)", text, re.M)
         if c["cell_type"] == "code" and ("hide" in directives or "default_exp" in directives):
             continue
+        if "injected-parameters" in c.get("metadata", {}).get("tags", []):  # papermill's, with local paths
+            continue
         if c["cell_type"] == "code":
             c = {**c, "source": re.sub(r"^#\|.*\n?", "", text, flags=re.M)}
         shown.append(c)
     return shown
 
 # %% ../nbs/99_cli.ipynb #c021w
+def scrub_paths(
+    text: str,  # an output of an executed notebook
+    root,  # the repository root
+) -> str:
+    "`text` without this machine's paths: the repository root and the Python environment become relative."
+    site_packages = Path(sysconfig.get_paths()["purelib"])
+    for local, shown in ((site_packages, "site-packages"), (Path(root).resolve(), "."), (Path.home(), "~")):
+        text = text.replace(f"{local}/", f"{shown}/")
+    return text
+
+
 def _module_of(
     nb_path,  # a notebook
 ) -> str | None:
@@ -540,6 +554,12 @@ def build_site(
         nb = json.loads((run_dir / p.name if p in chapters else p).read_text())
         nb["cells"] = site_cells(nb["cells"])
         for c in nb["cells"]:
+            for o in c.get("outputs", []):
+                if "text" in o:  # a stream: stdout or stderr
+                    o["text"] = scrub_paths("".join(o["text"]), root)
+                for kind in ("text/plain", "text/html"):
+                    if kind in o.get("data", {}):
+                        o["data"][kind] = scrub_paths("".join(o["data"][kind]), root)
             if c["cell_type"] == "markdown":
                 c["source"] = site_markdown("".join(c["source"]), f"nbs/{p.name}", included, url)
         module = _module_of(p)

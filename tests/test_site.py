@@ -4,6 +4,7 @@ import importlib
 import os
 import re
 import shutil
+from pathlib import Path
 import pytest
 from course_lib.cli import find_notebooks
 from conftest import REPO, run_cli
@@ -45,6 +46,12 @@ def test_every_page_loads_without_errors_broken_links_or_missing_plots(site, cou
     chapters = [p.stem for p in find_notebooks(REPO / "nbs") if not p.name.startswith("00_")]
     assert {f"nbs/{c}.html" for c in chapters} <= set(pages)
     assert "index.html" in pages and "api/index.html" in pages
+    leaks = [
+        p.name
+        for p in site.rglob("*.html")
+        if str(REPO) in p.read_text() or str(Path.home()) in p.read_text()
+    ]
+    assert not leaks, f"pages that show this machine's paths: {leaks}"
     for name in ("index.png", "chapter-03.png"):
         assert (shots / name).stat().st_size > 10_000, name
 
