@@ -5,7 +5,7 @@ import subprocess
 import sys
 import venv
 import pytest
-from conftest import REPO
+from conftest import BIN, REPO
 
 
 @pytest.mark.slow
@@ -27,9 +27,20 @@ def _check_venv(tmp_path, wheel):
     """Install the wheel with its declared requirements into tmp_path/venv, then check what came with it
     and what works."""
     py, bin_ = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin"
-    # constraints.txt keeps the same versions as CI (and lets pip reuse its cache); it adds no packages
+    # constraints.txt keeps the same versions as CI; it adds no packages. uv links the files from its cache
+    # instead of copying them, so the venv costs little disk although torch is about 7 GB
     r = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"), str(wheel)],
+        [
+            str(BIN / "uv"),
+            "pip",
+            "install",
+            "-q",
+            "-p",
+            str(py),
+            "-c",
+            str(REPO / "constraints.txt"),
+            str(wheel),
+        ],
         capture_output=True,
         text=True,
     )
