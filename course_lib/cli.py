@@ -128,6 +128,13 @@ def run_notebook(
     )
 
 # %% ../nbs/99_cli.ipynb #c010
+def _results_text(
+    results: dict,  # what a notebook recorded with record_results
+) -> str:
+    "A notebook's recorded numbers as `key=value, ...`, for a table cell (nested values left out)."
+    return ", ".join(f"{k}={v}" for k, v in results.items() if not isinstance(v, (dict, list)))
+
+
 def write_summary(
     rows: list[dict],  # run_notebook's results, one per notebook
     out_dir: Path,  # where summary.json and summary.md go
@@ -137,7 +144,7 @@ def write_summary(
     (out_dir / "summary.json").write_text(json.dumps(rows, indent=2))
     md = ["| notebook | status | seconds | results |", "|---|---|---:|---|"]
     for r in rows:
-        res = ", ".join(f"{k}={v}" for k, v in r["results"].items() if not isinstance(v, (dict, list)))
+        res = _results_text(r["results"])
         md.append(f"| {r['notebook']} | {r['status']} | {r['seconds']} | {res or r['error']} |")
     ok = sum(r["status"] == "ok" for r in rows)
     md.append(
@@ -289,7 +296,7 @@ def results_table(
         "|---|---:|---|",
     ]
     for r in record["notebooks"]:
-        measured = ", ".join(f"{k}={v}" for k, v in r["results"].items() if not isinstance(v, (dict, list)))
+        measured = _results_text(r["results"])
         rows.append(
             f"| [{r['notebook']}](nbs/{r['notebook']}) | {r['seconds']} | {measured or r['status']} |"
         )
