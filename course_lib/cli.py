@@ -175,6 +175,9 @@ def run_notebooks(
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     if smoke:
         env.setdefault("WANDB_MODE", "offline")
+    # W&B stages every logged artifact in its data folder (default: under the home folder) and keeps
+    # offline runs' copies there: keep them with this run's outputs
+    env.setdefault("WANDB_DATA_DIR", str(out.resolve() / "wandb-data"))
     rows = []
     for i, nb in enumerate(nbs, 1):
         log(f"[{i}/{len(nbs)}] {nb.name} ...", end=" ", flush=True)

@@ -1,6 +1,9 @@
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 import pytest
 
@@ -9,6 +12,11 @@ BIN = Path(sys.executable).parent
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("WANDB_MODE", "disabled")  # tracking tests ask for offline explicitly
+# W&B copies every logged artifact into its data folder (default: under the home folder) and keeps
+# offline runs' copies: the tests' copies go to a folder removed when the session ends
+WANDB_DATA_DIR = tempfile.mkdtemp(prefix="course-lib-wandb-data-")
+os.environ["WANDB_DATA_DIR"] = WANDB_DATA_DIR
+atexit.register(shutil.rmtree, WANDB_DATA_DIR, ignore_errors=True)
 
 
 def run_cli(*args, env=None, cwd=None, timeout=600):

@@ -155,6 +155,19 @@ def test_runner_keeps_every_figure_in_the_executed_notebook(tmp_path, monkeypatc
     assert any("image/png" in o.get("data", {}) for o in outputs), outputs
 
 
+def test_runner_keeps_wandb_copies_with_the_run_not_in_the_home_folder(tmp_path, monkeypatch):
+    "W&B stages artifact copies in WANDB_DATA_DIR; the runner points it into its output folder."
+    monkeypatch.delenv("WANDB_DATA_DIR", raising=False)
+    d = tmp_path / "nbs"
+    d.mkdir()
+    _write_nb(d / "01_env.ipynb", "import os\nprint(os.environ['WANDB_DATA_DIR'])")
+    rows = run_notebooks(d, tmp_path / "out", smoke=True, timeout=300, log=lambda *a, **k: None)
+    assert rows[0]["status"] == "ok", rows
+    cells = nbformat.read(tmp_path / "out" / "01_env.ipynb", as_version=4).cells
+    printed = "".join(o.get("text", "") for c in cells if c.cell_type == "code" for o in c.outputs)
+    assert printed.strip() == str((tmp_path / "out" / "wandb-data").resolve()), printed
+
+
 def test_runner_leaves_the_callers_environment_as_it_was(nbs, tmp_path, monkeypatch):
     import os
 

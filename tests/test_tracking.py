@@ -3,6 +3,7 @@
 import json
 import math
 import os
+from pathlib import Path
 import pytest
 from conftest import run_cli
 from course_lib.errors import CourseLibError
@@ -158,6 +159,8 @@ def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_p
             assert math.isclose(row[k], h[k], rel_tol=1e-6, abs_tol=1e-9), (engine, k, row[k], h[k])
     models = [a for a in run["artifacts"] if a["type"] == "model"]
     assert len(models) >= 2 and all(a["files"] for a in models), run["artifacts"]
+    staged = Path(os.environ["WANDB_DATA_DIR"]) / "artifacts" / "staging"
+    assert any(staged.iterdir()), "the artifacts are staged in WANDB_DATA_DIR, not under the home folder"
     if engine == "pytorch":  # step metrics every 25 steps (32 steps per epoch at batch 3)
         running = [h for h in run["history"] if "train_loss_running" in h]
         assert len(running) == 2 and all(h["train_loss_running"] > 0 for h in running)
