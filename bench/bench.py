@@ -60,8 +60,27 @@ def _batches(n, batch_size, img_size, device, channels_last):
     return [(x, y)] * n
 
 
-def run_reference(model, batches, warmup, device, precision, accumulate, channels_last):
-    "The minimal loop: autocast, focal loss, scaled backward, a step every `accumulate` micro-batches."
+class Marked:
+    """The batches as a loader that notes the time (after a device sync) when the first micro-batch of each
+    timed optimizer step is fetched: every loop is timed the same way, inside one uninterrupted pass."""
+
+    def __init__(self, batches, warmup, accumulate, device, marks):
+        self.batches, self.warmup, self.accumulate = batches, warmup, accumulate
+        self.device, self.marks = device, marks
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        for i, batch in enumerate(self.batches):
+            if i >= self.warmup and (i - self.warmup) % self.accumulate == 0:
+                _sync(self.device)
+                self.marks.append(time.perf_counter())
+            yield batch
+
+
+def reference_loop(model, batches, device, precision, accumulate):
+    "The minimal loop over `batches` (any iterable): autocast, focal loss, scaled backward, a step every K."
     import torch
     from course_lib.engine import WeightedFocalLoss
 
@@ -70,11 +89,7 @@ def run_reference(model, batches, warmup, device, precision, accumulate, channel
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
     dtype = {"16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}.get(precision)
     model.train()
-    marks = []
     for i, (x, y) in enumerate(batches):
-        if i >= warmup and (i - warmup) % accumulate == 0:
-            _sync(device)
-            marks.append(time.perf_counter())
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             logits = model(x)
         scaler.scale(loss_fn(logits.float(), y) / accumulate).backward()
@@ -82,13 +97,19 @@ def run_reference(model, batches, warmup, device, precision, accumulate, channel
             scaler.step(opt)
             scaler.update()
             opt.zero_grad(set_to_none=True)
+
+
+def run_reference(model, batches, warmup, device, precision, accumulate, channels_last):
+    "The minimal loop, timed step by step."
+    marks = []
+    reference_loop(model, Marked(batches, warmup, accumulate, device, marks), device, precision, accumulate)
     _sync(device)
     marks.append(time.perf_counter())
     return marks
 
 
 def run_engine(model, batches, warmup, device, precision, accumulate, channels_last):
-    "course_lib.engine.train_one_epoch, called once per optimizer step so that each step is timed."
+    "course_lib.engine.train_one_epoch, called once over all the batches, as a training run calls it."
     import torch
     from course_lib.engine import WeightedFocalLoss, train_one_epoch
 
@@ -96,12 +117,8 @@ def run_engine(model, batches, warmup, device, precision, accumulate, channels_l
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
     kw = dict(precision=precision, accumulate=accumulate, scaler=scaler, channels_last=channels_last)
-    train_one_epoch(model, batches[:warmup], loss_fn, opt, device, **kw)
     marks = []
-    for g in range(warmup, len(batches), accumulate):
-        _sync(device)
-        marks.append(time.perf_counter())
-        train_one_epoch(model, batches[g : g + accumulate], loss_fn, opt, device, **kw)
+    train_one_epoch(model, Marked(batches, warmup, accumulate, device, marks), loss_fn, opt, device, **kw)
     _sync(device)
     marks.append(time.perf_counter())
     return marks

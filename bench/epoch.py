@@ -1,10 +1,15 @@
 """One training epoch end to end from JPEG files in the Kaggle layout, against the synthetic-batch ceiling.
 
-Measures, in one run: JPEG decoding alone (a minimal PIL-to-uint8 pipeline, and the course's albumentations
-pipeline), the training ceiling on a device-resident batch, and one full epoch through each input pipeline
-(minimal: uint8 batches pinned and normalised on the device; course: chapter 02's dataset and chapter 03's
-engine, with the images normalised in the workers as float32, and as uint8 normalised on the device:
-`normalize_on_device=True`).
+Measures, in one run:
+- each input pipeline alone (images per second to a normalised batch on the device, no model):
+  `minimal`, the course's augmentations written by hand (`Augmented`); `course`, chapter 02's
+  `make_dataloaders` exactly as chapters 02-03 call it (its sampler, (epoch, index) keys and transforms;
+  uint8, normalised on the device); `course_float32`, the same with `normalize_on_device=False`;
+- the training ceiling: the minimal loop on one synthetic batch already on the device;
+- one epoch through each: the minimal loop on `minimal`, chapter 03's `train_one_epoch` on the two
+  course loaders.
+
+The table gets one validation image (fold 0); the epoch is every other image.
 
     python bench/epoch.py --n 512 --img-size 128 --batch-size 32            # CPU here
     python bench/epoch.py --n 33126 --workers 16 --batch-size 256 --device cuda  # ISIC 2020's size, GPU
@@ -20,9 +25,6 @@ import numpy as np
 import torch
 from PIL import Image
 
-MEAN = torch.tensor([0.485, 0.456, 0.406]) * 255
-STD = torch.tensor([0.229, 0.224, 0.225]) * 255
-
 
 class RawJpegs(torch.utils.data.Dataset):
     """The minimal pipeline: decode with PIL, return HWC uint8 (4x fewer bytes than float32), normalise
@@ -37,6 +39,35 @@ class RawJpegs(torch.utils.data.Dataset):
     def __getitem__(self, i):
         with Image.open(self.paths[i]) as im:
             x = torch.from_numpy(np.asarray(im.convert("RGB")).copy())
+        return x, torch.tensor([self.targets[i]])
+
+
+class Augmented(RawJpegs):
+    """The minimal pipeline doing the course's training augmentations, written by hand: PIL decode, OpenCV
+    resize to 9/8 of the side (as A.Resize), a random crop, random horizontal and vertical flips; uint8 CHW,
+    normalised later on the device. The same work as chapter 02's pipeline, without albumentations."""
+
+    def __init__(self, paths, targets, img_size):
+        super().__init__(paths, targets)
+        self.img_size = img_size
+        self.rng = None  # made in the process that loads (each worker has its own torch seed)
+
+    def __getitem__(self, i):
+        import cv2
+
+        if self.rng is None:
+            self.rng = np.random.default_rng(torch.initial_seed())
+        with Image.open(self.paths[i]) as im:
+            x = np.asarray(im.convert("RGB"))
+        side, s = self.img_size * 9 // 8, self.img_size
+        x = cv2.resize(x, (side, side), interpolation=cv2.INTER_LINEAR)
+        top, left = self.rng.integers(0, side - s + 1, size=2)
+        x = x[top : top + s, left : left + s]
+        if self.rng.random() < 0.5:
+            x = x[:, ::-1]
+        if self.rng.random() < 0.5:
+            x = x[::-1]
+        x = torch.from_numpy(np.ascontiguousarray(x)).permute(2, 0, 1)
         return x, torch.tensor([self.targets[i]])
 
 
@@ -70,25 +101,42 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def loader(ds, batch_size, workers, device, shuffle=True):
+def like_make_dataloaders(ds, batch_size, workers, seed=0):
+    "A shuffled training DataLoader with make_dataloaders' settings, for a pipeline that is not the course's."
     return torch.utils.data.DataLoader(
         ds,
         batch_size=batch_size,
-        shuffle=shuffle,
+        shuffle=True,
         num_workers=workers,
-        drop_last=True,
-        pin_memory=device.type == "cuda",
-        persistent_workers=False,
-        prefetch_factor=4 if workers else None,
+        generator=torch.Generator().manual_seed(seed),
+        persistent_workers=workers > 0,
+        pin_memory=torch.cuda.is_available(),
     )
 
 
-def decode_rate(dl) -> float:
-    "Images per second of iterating `dl` with no model (the input pipeline alone)."
-    start, n = time.perf_counter(), 0
-    for x, _ in dl:
+def to_device(x, y, device):
+    "A batch on `device`, images normalised there (uint8 CHW or NHWC, or float32 passed through)."
+    from course_lib.dataset import normalize_batch
+
+    if x.shape[1] != 3:  # NHWC as decoded
+        x = x.permute(0, 3, 1, 2)
+    return normalize_batch(x.to(device, non_blocking=True)), y.to(device, non_blocking=True)
+
+
+def pipeline_rate(dl, device, epoch: int = 0) -> tuple[float, float]:
+    """(images per second over one pass of `dl`, seconds to the first batch), no model; every batch is
+    normalised on `device`, and the sampler's `set_epoch` is called as the engine calls it."""
+    if hasattr(dl.sampler, "set_epoch"):
+        dl.sampler.set_epoch(epoch)
+    start = time.perf_counter()
+    first = None
+    n = 0
+    for x, y in dl:
+        to_device(x, y, device)
+        first = first or time.perf_counter() - start
         n += len(x)
-    return n / (time.perf_counter() - start)
+    _sync(device)
+    return n / (time.perf_counter() - start), first
 
 
 def train_step_fn(model, device, precision, channels_last):
@@ -106,18 +154,6 @@ def train_step_fn(model, device, precision, channels_last):
         opt.zero_grad(set_to_none=True)
 
     return step
-
-
-def on_device_uint8(x, y, device, img_size):
-    """uint8 NHWC batch -> normalised float NCHW on the device (centre crop to img_size if the files are
-    larger)."""
-    x = x.to(device, non_blocking=True).permute(0, 3, 1, 2).float()
-    if x.shape[-1] != img_size:
-        o = (x.shape[-1] - img_size) // 2
-        x = x[..., o : o + img_size, o : o + img_size]
-    return (x - MEAN.to(device)[:, None, None]) / STD.to(device)[:, None, None], y.to(
-        device, non_blocking=True
-    )
 
 
 def main(argv=None):
@@ -160,7 +196,7 @@ def main(argv=None):
     )
     cl = a.channels_last if a.channels_last is not None else device.type == "cuda"
     import pandas as pd
-    from course_lib.dataset import MelanomaDataset, get_transforms, image_path
+    from course_lib.dataset import make_dataloaders
     from course_lib.engine import create_model, seed_everything, train_one_epoch, WeightedFocalLoss
 
     data = a.data or a.cache / f"n{a.n}_{a.file_size}px"
@@ -173,9 +209,18 @@ def main(argv=None):
             flush=True,
         )
     df = pd.read_csv(data / "train.csv")
-    paths = [image_path(data, n) for n in df.image_name]
+    df["fold"] = 1
+    df.loc[df.index[0], "fold"] = 0  # one validation image: the epoch is every other image
+    kw = dict(fold=0, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.workers, seed=0)
+    loaders = {  # chapter 02's loaders exactly as chapters 02-03 build them: sampler, keys, transforms
+        "course": make_dataloaders(df, data, check_images=False, **kw)[0],
+        "course_float32": make_dataloaders(df, data, check_images=False, normalize_on_device=False, **kw)[0],
+    }
+    train = loaders["course"].dataset
+    minimal = Augmented(train.image_paths, train.targets, a.img_size)
+    loaders = {"minimal": like_make_dataloaders(minimal, a.batch_size, a.workers), **loaders}
     res = dict(
-        images=len(df),
+        images=len(train),
         file_size=a.file_size,
         img_size=a.img_size,
         batch_size=a.batch_size,
@@ -186,26 +231,14 @@ def main(argv=None):
         torch=torch.__version__,
         cpu_cores=os.cpu_count(),
     )
-    course = {
-        "course_uint8": MelanomaDataset(
-            paths, df.target, get_transforms(a.img_size, train=True, seed=0, normalize=False)
-        ),
-        "course": MelanomaDataset(paths, df.target, get_transforms(a.img_size, train=True, seed=0)),
-    }
-    raw_ds = RawJpegs(paths, df.target)
-    res["decode_minimal_images_per_second"] = round(
-        decode_rate(loader(raw_ds, a.batch_size, a.workers, device)), 1
-    )
-    for k, ds in course.items():
-        res[f"decode_{k}_images_per_second"] = round(
-            decode_rate(loader(ds, a.batch_size, a.workers, device)), 1
-        )
     out = a.out / f"epoch_{device.type}_{a.arch}_{a.img_size}px_b{a.batch_size}_n{len(df)}.json"
 
     def save():
         a.out.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=2) + "\n")
 
+    for k, dl in loaders.items():  # the pipelines alone, no model
+        res[f"decode_{k}_images_per_second"] = round(pipeline_rate(dl, device)[0], 1)
     save()
     print(json.dumps(res), flush=True)  # saved after every phase, so a run cut short keeps what it measured
 
@@ -228,25 +261,22 @@ def main(argv=None):
     save()
 
     t = time.perf_counter()
-    n = 0
-    for xb, yb in loader(raw_ds, a.batch_size, a.workers, device):
-        step(*on_device_uint8(xb, yb, device, a.img_size))
-        n += len(xb)
+    for xb, yb in loaders["minimal"]:  # the minimal loop on the minimal pipeline
+        step(*to_device(xb, yb, device))
     _sync(device)
     sec = time.perf_counter() - t
-    res.update(epoch_minimal_seconds=round(sec, 2), epoch_minimal_images_per_second=round(n / sec, 1))
+    res.update(
+        epoch_minimal_seconds=round(sec, 2), epoch_minimal_images_per_second=round(len(train) / sec, 1)
+    )
     save()
     print(f"epoch, minimal pipeline: {sec:.1f} s", flush=True)
 
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
-    for (
-        k,
-        ds,
-    ) in course.items():  # the engine normalises uint8 batches on the device (chapter 02's normalize_batch)
+    for k in ("course", "course_float32"):  # chapter 03's engine on chapter 02's loaders
         t = time.perf_counter()
         train_one_epoch(
             model,
-            loader(ds, a.batch_size, a.workers, device),
+            loaders[k],
             WeightedFocalLoss().to(device),
             opt,
             device,
@@ -255,10 +285,11 @@ def main(argv=None):
         )
         _sync(device)
         sec = time.perf_counter() - t
-        res.update({f"epoch_{k}_seconds": round(sec, 2), f"epoch_{k}_images_per_second": round(n / sec, 1)})
+        res[f"epoch_{k}_seconds"] = round(sec, 2)
+        res[f"epoch_{k}_images_per_second"] = round(len(train) / sec, 1)
         save()
         print(f"epoch, {k} pipeline: {sec:.1f} s", flush=True)
-    for k in ("minimal", *course):
+    for k in loaders:
         res[f"epoch_{k}_vs_ceiling"] = round(
             res[f"epoch_{k}_images_per_second"] / res["ceiling_images_per_second"], 3
         )

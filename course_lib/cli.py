@@ -750,9 +750,10 @@ def _train_parser(sub):
     t.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
     t.add_argument(
         "--normalize-on-device",
-        action="store_true",
-        help="workers send uint8 images, normalised on the device "
-        "(for a GPU that waits for the loader; chapter 02)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="workers send uint8 images, normalised on the device (the default of the pytorch and "
+        "lightning engines); --no-normalize-on-device: float32 from A.Normalize in the workers (chapter 02)",
     )
     t.add_argument(
         "--out",
@@ -1016,7 +1017,7 @@ def train(
         batch_size=a.batch_size,
         num_workers=a.num_workers,
         seed=a.seed,
-        normalize_on_device=a.normalize_on_device,
+        normalize_on_device=a.normalize_on_device is not False,
     )
     run_kw = dict(
         epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints"

@@ -6,6 +6,7 @@ Docs: https://course-lib.github.io/course_lib/dataset.html.md"""
 
 # %% ../nbs/02_dataset.ipynb #c004
 from __future__ import annotations
+import random
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -14,8 +15,9 @@ from PIL import Image, UnidentifiedImageError
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'validate_table', 'MelanomaDataset',
-           'get_transforms', 'normalize_batch', 'EpochShuffleSampler', 'make_dataloaders']
+__all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'validate_table',
+           'seed_augmentations', 'MelanomaDataset', 'get_transforms', 'normalize_batch', 'EpochShuffleSampler',
+           'make_dataloaders']
 
 # %% ../nbs/02_dataset.ipynb #c007
 REQUIRED_COLUMNS = ("image_name", "target")
@@ -106,6 +108,16 @@ def validate_table(
             )
     return df
 
+# %% ../nbs/02_dataset.ipynb #c011b
+def seed_augmentations(
+    augmentations,  # an albumentations Compose
+    key: int,  # this image's seed, e.g. from (seed, epoch, index)
+) -> None:
+    "Seed every transform of `augmentations` from one shared pair of generators built from `key`."
+    numpy_generator = np.random.default_rng(key)
+    python_generator = random.Random(key)
+    augmentations.set_random_state(numpy_generator, python_generator)
+
 # %% ../nbs/02_dataset.ipynb #c012
 class MelanomaDataset(torch.utils.data.Dataset):
     "Image paths + targets + an albumentations pipeline -> (image tensor CHW, float target [1])."
@@ -128,8 +140,9 @@ class MelanomaDataset(torch.utils.data.Dataset):
     def __getitem__(self, idx):
         if isinstance(idx, tuple):  # fix 4: an (epoch, index) key seeds this image's augmentations
             epoch, idx = idx
-            if hasattr(self.augmentations, "set_random_seed"):
-                self.augmentations.set_random_seed((self.seed * 1_000_003 + epoch) * 10_000_019 + idx)
+            if self.augmentations is not None:
+                key = (self.seed * 1_000_003 + epoch) * 10_000_019 + idx
+                seed_augmentations(self.augmentations, key)
         image = load_image(self.image_paths[idx])  # fix 2: always RGB
         if self.augmentations is not None:
             image = self.augmentations(image=image)["image"]
@@ -217,10 +230,10 @@ def make_dataloaders(
     num_workers: int = 0,  # loader worker processes
     seed: int = 42,  # the order and the augmentations depend on it
     check_images: bool = True,  # validate_table opens every image first
-    normalize_on_device: bool = False,  # uint8 batches; the engine normalises them on the device
+    normalize_on_device: bool = True,  # uint8 batches, normalised by the engine; False: float32 from A.Normalize
 ):
     """Train and valid DataLoaders for `fold` of `df` (needs a `fold` column), after `validate_table`;
-    uint8 batches if `normalize_on_device`."""
+    uint8 batches unless `normalize_on_device=False`."""
     validate_table(df, data_dir, check_images)
     if "fold" not in df.columns:
         raise CourseLibError("the table has no fold column: call add_folds first")

@@ -113,7 +113,7 @@ class MelanomaDataModule(pl.LightningDataModule):
         num_workers: int = 0,  # loader worker processes
         seed: int = 42,  # the order and augmentations depend on it (chapter 02)
         check_images: bool = True,  # validate_table opens every image first
-        normalize_on_device: bool = False,  # uint8 batches, normalised by the module
+        normalize_on_device: bool = True,  # uint8 batches, normalised by the module
     ):
         super().__init__()
         self.df = df

@@ -91,14 +91,14 @@ def test_epoch_bench_generates_the_sample_set_and_times_both_pipelines(tmp_path)
     for k in (
         "decode_minimal_images_per_second",
         "decode_course_images_per_second",
-        "decode_course_uint8_images_per_second",
+        "decode_course_float32_images_per_second",
         "ceiling_images_per_second",
         "epoch_minimal_images_per_second",
         "epoch_course_images_per_second",
-        "epoch_course_uint8_images_per_second",
+        "epoch_course_float32_images_per_second",
     ):
         assert res[k] > 0, k
-    assert 0 < res["epoch_course_vs_ceiling"] and res["images"] == 24
+    assert 0 < res["epoch_course_vs_ceiling"] and res["images"] == 23, "one image validates"
     from course_lib.data import (
         make_sample_dataset,
     )  # the parallel generator writes make_sample_dataset's images
@@ -107,3 +107,123 @@ def test_epoch_bench_generates_the_sample_set_and_times_both_pipelines(tmp_path)
     gen = tmp_path / "data" / "n24_64px"
     assert (gen / "train.csv").read_text() == (ref / "train.csv").read_text()
     assert all((gen / "train" / p.name).read_bytes() == p.read_bytes() for p in (ref / "train").glob("*.jpg"))
+
+
+@pytest.mark.slow
+def test_loader_bench_measures_every_pipeline_per_worker_count(tmp_path):
+    r = bench(
+        "loader.py",
+        "--n",
+        40,
+        "--file-size",
+        64,
+        "--img-size",
+        32,
+        "--batch-size",
+        8,
+        "--workers",
+        0,
+        1,
+        "--rounds",
+        1,
+        "--cache",
+        tmp_path / "data",
+        "--out",
+        tmp_path / "res",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "res" / "loader_cpu_32px_b8_n40.json").read_text())
+    assert [row["workers"] for row in res["rows"]] == [0, 1] and res["images_per_pass"] == 36
+    names = ("minimal", "decode_only", "course", "course_float32", "course_set_random_seed")
+    names += ("course_unseeded", "course_cv2_single_thread")
+    for row in res["rows"]:
+        assert row["minimal_vs_minimal"] == 1.0
+        for k in names:
+            assert row[f"{k}_img_s"] > 0 and row[f"{k}_vs_minimal"] > 0, k
+
+
+def test_minimal_pipeline_does_the_course_augmentations_work(tmp_path):
+    "Augmented: crops of the training size, uint8, each flip on its own, different draws per call."
+    sys.path.insert(0, str(REPO / "bench"))
+    import numpy as np
+    import torch
+    from epoch import Augmented
+    from PIL import Image
+
+    img = np.random.default_rng(0).integers(0, 255, (36, 36, 3), dtype=np.uint8)
+    Image.fromarray(img).save(tmp_path / "a.png")  # lossless, so flips can be recognised
+    ds = Augmented([tmp_path / "a.png"], [1], img_size=32)
+    torch.manual_seed(0)
+    kinds = {"none": img, "h": img[:, ::-1], "v": img[::-1], "h+v": img[::-1, ::-1]}
+    seen = set()  # 36 px files resized to 9/8 x 32 = 36 px: only the crop and the flips change them
+    for _ in range(40):
+        x, y = ds[0]
+        assert x.shape == (3, 32, 32) and x.dtype == torch.uint8 and y.tolist() == [1.0]
+        h = x.permute(1, 2, 0).numpy()
+        seen |= {
+            (k, top, left)
+            for k, v in kinds.items()
+            for top in range(5)
+            for left in range(5)
+            if np.array_equal(h, v[top : top + 32, left : left + 32])
+        }
+    assert {k for k, _, _ in seen} == set(kinds), seen
+    assert len({(top, left) for _, top, left in seen}) > 5, "the crop moves"
+
+
+@pytest.mark.slow
+def test_profile_engine_lists_the_same_operators_for_every_loop(tmp_path):
+    r = bench(
+        "profile_engine.py",
+        "--device",
+        "cpu",
+        "--arch",
+        "resnet18",
+        "--img-size",
+        32,
+        "--batch-size",
+        4,
+        "--steps",
+        2,
+        "--rounds",
+        1,
+        "--out",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "profile_cpu_resnet18_32px_b4_32.json").read_text())
+    loops = ("reference", "engine", "engine_per_step")
+    assert set(res["timed"]) == set(loops) and all(res["timed"][k]["median"] > 0 for k in loops)
+    conv = next(row for row in res["operators"] if row["op"] == "aten::convolution_backward")
+    assert all(conv[k]["calls"] == conv["reference"]["calls"] > 0 for k in loops), conv
+    assert "| wall time per step, ms |" in (tmp_path / "profile_cpu_resnet18_32px_b4_32.md").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_script_runs_every_step_and_writes_under_out(tmp_path):
+    "bench/gpu.sh with its tiny CPU settings: the four steps finish and leave their results in $OUT."
+    import os
+
+    out = tmp_path / "out"
+    env = dict(os.environ, GPU_SH_TINY="1", OUT=str(out), PYTHON=sys.executable, WHEELS=str(tmp_path))
+    r = subprocess.run(
+        ["bash", str(REPO / "bench" / "gpu.sh")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    log = (out / "gpu.log").read_text()
+    assert r.returncode == 0, log[-3000:]
+    exits = [line.split("exit ")[1] for line in log.splitlines() if "] exit " in line]
+    assert len(exits) == 4 and all(e.startswith("0:") for e in exits), exits
+    for name in (
+        "cpu_resnet18_32px_b4.json",
+        "epoch_cpu_resnet18_32px_b8_n24.json",
+        "profile_cpu_resnet18_32px_b4_32.json",
+        "loader_cpu_32px_b8_n40.json",
+    ):
+        assert json.loads((out / name).read_text()), name
+    assert not (out / ".data").exists(), "the generated images are removed"

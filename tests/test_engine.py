@@ -79,21 +79,22 @@ def test_grayscale_and_rgba_are_converted_with_a_notice(data_copy, capsys):
     assert load_image(_first(d, df)).shape == (48, 48, 3) and load_image(rgba).shape == (48, 48, 3)
 
 
-def test_dataloaders_give_normalised_batches(sample_dir):
+def test_dataloaders_split_the_fold_and_give_uint8_batches(sample_dir):
     from course_lib.data import add_folds
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"))
     tl, vl = make_dataloaders(df, sample_dir, fold=1, img_size=32, batch_size=8)
     x, y = next(iter(tl))
-    assert x.shape == (8, 3, 32, 32) and y.shape == (8, 1) and y.dtype == torch.float32
+    assert x.shape == (8, 3, 32, 32) and x.dtype == torch.uint8, "uint8 by default (chapter 02)"
+    assert y.shape == (8, 1) and y.dtype == torch.float32
     assert len(tl.dataset) + len(vl.dataset) == len(df) and len(vl.dataset) == (df.fold == 1).sum()
     with pytest.raises(CourseLibError, match="--fold 7 does not exist"):
         make_dataloaders(df, sample_dir, fold=7)
 
 
 def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_dir):
-    """normalize_on_device=True: uint8 batches (a quarter of the bytes); the engine and the Lightning
-    module normalise them."""
+    """normalize_on_device=True, the default: uint8 batches (a quarter of the bytes); the engine and the
+    Lightning module normalise them."""
     from course_lib.data import add_folds
     from course_lib.dataset import normalize_batch
     from course_lib.engine import evaluate, seed_everything
@@ -197,11 +198,11 @@ def test_pytorch_and_lightning_agree_per_epoch(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning"])
 def test_normalize_on_device_trains_identically(engine, tmp_path):
-    """--normalize-on-device: uint8 batches normalised by the engine; the same numbers to the last bit as
-    float batches."""
+    """uint8 batches normalised by the engine (the default) give the same numbers to the last bit as
+    --no-normalize-on-device's float batches."""
     runs = {}
-    for flag in ([], ["--normalize-on-device"]):
-        out = tmp_path / ("uint8" if flag else "float")
+    for flag in (["--no-normalize-on-device"], []):
+        out = tmp_path / ("float" if flag else "uint8")
         r = run_cli(
             "train",
             "--epochs",
@@ -220,8 +221,8 @@ def test_normalize_on_device_trains_identically(engine, tmp_path):
             timeout=900,
         )
         assert r.returncode == 0, r.stderr[-2000:]
-        runs[bool(flag)] = json.loads((out / "metrics.json").read_text())["epochs"]
-    for a, b in zip(runs[False], runs[True], strict=True):
+        runs[out.name] = json.loads((out / "metrics.json").read_text())["epochs"]
+    for a, b in zip(runs["float"], runs["uint8"], strict=True):
         for k in ("train_loss", "valid_loss", "valid_auc"):
             assert a[k] == b[k], (engine, k, a, b)
 
