@@ -184,7 +184,7 @@ def normalize_batch(
     if x.dtype != torch.uint8:
         return x
     mean, inv_std = _normalize_constants(x.device)
-    return (x.float() - mean) * inv_std
+    return x.float().sub_(mean).mul_(inv_std)  # one new tensor, then in place: no two temporaries
 
 
 _NORMALIZE_CONSTANTS = {}  # device -> (mean, 1/std): made once per device, not copied to it every batch
