@@ -230,7 +230,7 @@ def make_dataloaders(
     num_workers: int = 0,  # loader worker processes
     seed: int = 42,  # the order and the augmentations depend on it
     check_images: bool = True,  # validate_table opens every image first
-    normalize_on_device: bool = True,  # uint8 batches, normalised by the engine; False: float32 from A.Normalize
+    normalize_on_device: bool = True,  # uint8 batches, normalised by the engine; False: float32
 ):
     """Train and valid DataLoaders for `fold` of `df` (needs a `fold` column), after `validate_table`;
     uint8 batches unless `normalize_on_device=False`."""
