@@ -204,17 +204,21 @@ def trainer_settings(
     if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
         precision = resolve_precision(precision, "cpu")  # as chapter 03's fit: fp16 is a GPU setting
     callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=patience)]
-    if checkpoint_dir:  # last.ckpt after every epoch, for resuming
-        callbacks.append(
-            ModelCheckpoint(
-                dirpath=checkpoint_dir,
-                filename="best",
-                monitor="valid_auc",
-                mode="max",
-                save_last=True,
-                save_on_train_epoch_end=True,
-            )
+    if checkpoint_dir:
+        best = ModelCheckpoint(
+            dirpath=checkpoint_dir,
+            filename="best",
+            monitor="valid_auc",
+            mode="max",
+            save_on_train_epoch_end=True,
         )
+        last = ModelCheckpoint(  # no monitor: last.ckpt after every epoch, for resuming
+            dirpath=checkpoint_dir,
+            filename="last",
+            save_on_train_epoch_end=True,
+            enable_version_counter=False,  # overwrite last.ckpt, never last-v1.ckpt
+        )
+        callbacks += [best, last]
     return dict(
         accelerator=accelerator,
         devices=devices,

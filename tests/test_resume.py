@@ -71,8 +71,10 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(engine, sample_dir, tm
     for x, y in zip(a, b):
         for k in ("train_loss", "valid_loss", "valid_auc"):
             assert x[k] == y[k], (engine, k, x, y)
-    wa, _ = _weights(full / "checkpoints" / LAST[engine], engine)
-    wb, _ = _weights(cut / "checkpoints" / LAST[engine], engine)
+    wa, ea = _weights(full / "checkpoints" / LAST[engine], engine)
+    wb, eb = _weights(cut / "checkpoints" / LAST[engine], engine)
+    # the last checkpoint is the last epoch's, also after epochs whose AUC was not the best
+    assert ea == eb == 2, (engine, ea, eb)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa), "final weights identical"
 
 
