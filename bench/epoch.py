@@ -101,16 +101,18 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def like_make_dataloaders(ds, batch_size, workers, seed=0):
-    "A shuffled training DataLoader with make_dataloaders' settings, for a pipeline that is not the course's."
+def like_make_dataloaders(ds, batch_size, workers, seed=0, **kw):
+    """A training DataLoader with make_dataloaders' settings, for a pipeline that is not the course's:
+    shuffled, unless `kw` (more DataLoader arguments) gives a sampler."""
     return torch.utils.data.DataLoader(
         ds,
         batch_size=batch_size,
-        shuffle=True,
+        shuffle="sampler" not in kw,
         num_workers=workers,
         generator=torch.Generator().manual_seed(seed),
         persistent_workers=workers > 0,
         pin_memory=torch.cuda.is_available(),
+        **kw,
     )
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from epoch import Augmented, RawJpegs, generate, pipeline_rate  # noqa: E402
+from epoch import Augmented, RawJpegs, generate, like_make_dataloaders, pipeline_rate  # noqa: E402
 
 
 def _cv2_single_threaded(worker_id: int) -> None:
@@ -68,23 +68,20 @@ def loaders(df, data, img_size, batch_size, workers, seed=0):
     float32 = make_dataloaders(
         df, data, 0, img_size, batch_size, workers, seed, check_images=False, normalize_on_device=False
     )[0]
-    same = dict(  # make_dataloaders' loader settings
-        batch_size=batch_size,
-        num_workers=workers,
-        persistent_workers=workers > 0,
-        pin_memory=torch.cuda.is_available(),
-        generator=torch.Generator().manual_seed(seed),
-    )
     ds, paths, targets = course.dataset, course.dataset.image_paths, course.dataset.targets
+
+    def like(dataset, **kw):  # make_dataloaders' loader settings
+        return like_make_dataloaders(dataset, batch_size, workers, seed, **kw)
+
     return dict(
-        minimal=torch.utils.data.DataLoader(Augmented(paths, targets, img_size), shuffle=True, **same),
-        decode_only=torch.utils.data.DataLoader(RawJpegs(paths, targets), shuffle=True, **same),
+        minimal=like(Augmented(paths, targets, img_size)),
+        decode_only=like(RawJpegs(paths, targets)),
         course=course,
         course_float32=float32,
-        course_set_random_seed=torch.utils.data.DataLoader(SetRandomSeed(ds), sampler=course.sampler, **same),
-        course_unseeded=torch.utils.data.DataLoader(Unseeded(ds), shuffle=True, **same),
-        course_cv2_single_thread=torch.utils.data.DataLoader(
-            ds, sampler=course.sampler, worker_init_fn=_cv2_single_threaded if workers else None, **same
+        course_set_random_seed=like(SetRandomSeed(ds), sampler=course.sampler),
+        course_unseeded=like(Unseeded(ds)),
+        course_cv2_single_thread=like(
+            ds, sampler=course.sampler, worker_init_fn=_cv2_single_threaded if workers else None
         ),
     )
 

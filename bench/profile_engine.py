@@ -28,8 +28,8 @@ from bench import _batches, _sync, reference_loop, versions  # noqa: E402
 LOOPS = ("reference", "engine", "engine_per_step")
 
 
-def run_engine(model, batches, warmup, device, precision):
-    "One train_one_epoch over all the batches (the warm-up batches first, in the same call)."
+def run_engine(model, batches, device, precision):
+    "One train_one_epoch over all the batches."
     import torch
     from course_lib.engine import WeightedFocalLoss, train_one_epoch
 
@@ -38,7 +38,7 @@ def run_engine(model, batches, warmup, device, precision):
     train_one_epoch(model, batches, loss_fn, opt, device, precision=precision)
 
 
-def run_engine_per_step(model, batches, warmup, device, precision):
+def run_engine_per_step(model, batches, device, precision):
     "train_one_epoch once per batch: each call sets up an epoch and reads its loss back."
     import torch
     from course_lib.engine import WeightedFocalLoss, train_one_epoch
@@ -49,7 +49,7 @@ def run_engine_per_step(model, batches, warmup, device, precision):
         train_one_epoch(model, batches[i : i + 1], loss_fn, opt, device, precision=precision)
 
 
-def _reference(model, batches, warmup, device, precision):
+def _reference(model, batches, device, precision):
     "bench.py's minimal loop, one pass, no timing marks."
     reference_loop(model, batches, device, precision, 1)
 
@@ -61,7 +61,7 @@ def seconds_per_step(loop, model, batches, device, precision) -> float:
     "Wall seconds per optimizer step of one uninterrupted pass of `loop` over `batches`."
     _sync(device)
     start = time.perf_counter()
-    RUNNERS[loop](model, batches, 0, device, precision)
+    RUNNERS[loop](model, batches, device, precision)
     _sync(device)
     return (time.perf_counter() - start) / len(batches)
 
@@ -75,7 +75,7 @@ def profile(loop, model, batches, device, precision) -> dict:
     _sync(device)
     start = time.perf_counter()
     with torch.profiler.profile(activities=activities) as prof:
-        RUNNERS[loop](model, batches, 0, device, precision)
+        RUNNERS[loop](model, batches, device, precision)
         _sync(device)
     wall = (time.perf_counter() - start) / len(batches)
     ops = {}
