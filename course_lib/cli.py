@@ -12,10 +12,12 @@ import fnmatch
 import importlib.util
 import inspect
 import json
+import math
 import os
 import posixpath
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -25,12 +27,14 @@ import tomllib
 from pathlib import Path
 from . import __version__
 from .errors import CourseLibError
+from .outputs import check_folder, check_free, claim_folder, folder_lock, swap_in, write_text_atomic
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'RESULTS_FILE', 'SITE_EXTRA_PAGES', 'SITE_CONF', 'ENGINES', 'CONFIG_FILE', 'RESUME_MAY_CHANGE',
-           'COMMANDS', 'find_notebooks', 'run_notebook', 'write_summary', 'run_notebooks', 'repo_url', 'badges',
-           'pages_url', 'relink', 'toc', 'record_run', 'results_table', 'sync_docs', 'make_readme', 'site_markdown',
-           'site_cells', 'scrub_paths', 'api_entries', 'api_page', 'build_site', 'train', 'build_parser', 'main']
+__all__ = ['SMOKE_PARAMETERS', 'RESULTS_FILE', 'SITE_EXTRA_PAGES', 'SITE_CONF', 'ENGINES', 'CONFIG_FILE', 'RUN_FILES',
+           'RESUME_MAY_CHANGE', 'COMMANDS', 'find_notebooks', 'run_notebook', 'write_summary', 'run_notebooks',
+           'repo_url', 'badges', 'pages_url', 'relink', 'toc', 'record_run', 'results_table', 'sync_docs',
+           'make_readme', 'site_markdown', 'site_cells', 'scrub_paths', 'api_entries', 'api_page', 'build_site',
+           'train', 'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb #c006
 def find_notebooks(
@@ -175,6 +179,8 @@ def run_notebooks(
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     if smoke:
         env.setdefault("WANDB_MODE", "offline")
+        env.setdefault("WANDB_ERROR_REPORTING", "false")  # an offline wandb run reports errors online
+    env.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no version check against PyPI on import
     # W&B stages every logged artifact in its data folder (default: under the home folder) and keeps
     # offline runs' copies there: keep them with this run's outputs
     env.setdefault("WANDB_DATA_DIR", str(out.resolve() / "wandb-data"))
@@ -538,12 +544,18 @@ def _require_site_tools() -> None:
 # %% ../nbs/99_cli.ipynb #c021zb
 def build_site(
     run_dir="_course_run",  # the executed notebooks of a course run
-    out="_site",  # where the HTML goes
+    out="_site",  # where the HTML goes: new, empty, or an earlier site
     root=".",  # the repository root
+    overwrite: bool = False,  # replace `out` even when it holds files the course did not write
 ) -> dict:
-    "Build the course website from a course run: the README as home page, every chapter, the API reference."
+    """Build the course website from a course run: the README as home page, every chapter, the API reference.
+    The site is built beside `out` and replaces it only when the build succeeded."""
     start = time.time()
-    root, run_dir, out = Path(root), Path(run_dir), Path(out)
+    root, run_dir, out = Path(root), Path(run_dir), check_folder(out, "site", overwrite)
+    if run_dir.resolve().is_relative_to(out.resolve()):
+        raise CourseLibError(
+            f"--out {out} holds the course run {run_dir}: choose another folder for the site"
+        )
     chapters = [p for p in find_notebooks(root / "nbs") if not p.name.startswith("00_")]  # 00: the home page
     missing = [p.name for p in chapters if not (run_dir / p.name).exists()]
     if missing:
@@ -558,7 +570,35 @@ def build_site(
     pages = [f"nbs/{p.name}" for p in chapters + modules_nbs]
     extra = [p for p in SITE_EXTRA_PAGES if (root / p).exists()]
     included = {"README.md", *pages, *extra}
-    src = Path(tempfile.mkdtemp(prefix="course-site-"))
+    with tempfile.TemporaryDirectory(prefix="course-site-") as src:
+        _site_sources(Path(src), root, run_dir, chapters, modules_nbs, pages, extra, included, url)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        built = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+        try:
+            cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", src, str(built)]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                last = (r.stderr or r.stdout).strip().splitlines()[-1][:300]
+                raise CourseLibError(f"sphinx-build failed: {last} ({out} was left as it was)")
+            claim_folder(built, "site")
+            swap_in(built, out)
+        finally:
+            shutil.rmtree(built, ignore_errors=True)
+    n_pages = len([p for p in out.rglob("*.html") if not p.name.startswith(("genindex", "search"))])
+    modules = _taught(chapters + modules_nbs)
+    n_entries = sum(len(importlib.import_module(f"course_lib.{m}").__all__) for m in modules)
+    return dict(pages=n_pages, api_entries=n_entries, seconds=round(time.time() - start, 1), site=str(out))
+
+
+def _taught(
+    notebooks: list,  # notebook paths
+) -> list[str]:
+    "The modules these notebooks export to."
+    return [m for m in map(_module_of, notebooks) if m]
+
+
+def _site_sources(src, root, run_dir, chapters, modules_nbs, pages, extra, included, url) -> None:
+    "Write the site's Sphinx sources into `src`: the pages, the API reference, conf.py and static files."
     taught = {}  # module -> (notebook, title)
     for p in chapters + modules_nbs:
         nb = json.loads((run_dir / p.name if p in chapters else p).read_text())
@@ -583,10 +623,8 @@ def build_site(
         (src / "nbs").mkdir(exist_ok=True)
         (src / "nbs" / p.name).write_text(json.dumps(nb))
     (src / "api").mkdir()
-    n_entries = 0
     for module, (nb_name, title) in sorted(taught.items()):
         (src / "api" / f"{module}.md").write_text(api_page(module, nb_name, title))
-        n_entries += len(importlib.import_module(f"course_lib.{module}").__all__)
     api_rows = "\n".join(
         f"| [`course_lib.{m}`]({m}.md) | [{t}](../nbs/{n}) |" for m, (n, t) in sorted(taught.items())
     )
@@ -610,17 +648,6 @@ def build_site(
 
     shutil.copytree(Path(mathjax.__file__).parent / "static" / "mathjax" / "es5", src / "_static" / "mathjax")
     _favicon(src / "_static" / "favicon.png")
-    if out.exists():
-        shutil.rmtree(out)
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", str(src), str(out)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise CourseLibError(
-            f"sphinx-build failed: {(r.stderr or r.stdout).strip().splitlines()[-1][:300]} (sources in {src})"
-        )
-    shutil.rmtree(src)
-    n_pages = len([p for p in out.rglob("*.html") if not p.name.startswith(("genindex", "search"))])
-    return dict(pages=n_pages, api_entries=n_entries, seconds=round(time.time() - start, 1), site=str(out))
 
 # %% ../nbs/99_cli.ipynb #c023
 def _data_parser(sub):
@@ -628,7 +655,15 @@ def _data_parser(sub):
     p = sub.add_parser("data", help="generate the sample set or download the Kaggle data")
     dsub = p.add_subparsers(dest="data_cmd", required=True, metavar="{sample,kaggle}")
     s = dsub.add_parser("sample", help="write a synthetic sample set in the Kaggle jpeg-melanoma layout")
-    s.add_argument("--out", required=True, type=Path, help="folder to write train.csv and train/*.jpg into")
+    s.add_argument(
+        "--out", required=True, type=Path, help="new or empty folder to write train.csv and train/*.jpg into"
+    )
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into --out even when it holds files the course did not write (train/ and train.csv are "
+        "replaced; nothing else is touched)",
+    )
     s.add_argument("--n", type=int, default=600, help="number of images (default: 600)")
     s.add_argument(
         "--img-size", type=int, default=256, help="image side in pixels (default: 256, like the Kaggle set)"
@@ -683,7 +718,17 @@ def _runner_parser(sub):
         default=Path("_course_run"),
         help="the course run whose executed notebooks the site shows (default: _course_run)",
     )
-    s.add_argument("--out", type=Path, default=Path("_site"), help="where the site goes (default: _site)")
+    s.add_argument(
+        "--out",
+        type=Path,
+        default=Path("_site"),
+        help="where the site goes: new, empty or an earlier site (default: _site)",
+    )
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out even when it holds files the course did not write",
+    )
     d = sub.add_parser("sync-docs", help="refresh badges, links and table of contents, regenerate README.md")
     d.add_argument(
         "--check", action="store_true", help="only report what is out of date; exit 1 if anything is"
@@ -759,12 +804,19 @@ def _train_parser(sub):
         "--out",
         type=Path,
         default=Path("runs/train"),
-        help="folder for metrics.json and checkpoints/ (default: runs/train)",
+        help="folder for config.json, metrics.json and checkpoints/: new, empty, or a run to --resume or "
+        "--overwrite (default: runs/train)",
     )
-    t.add_argument(
+    what = t.add_mutually_exclusive_group()
+    what.add_argument(
         "--resume",
         action="store_true",
-        help="continue from OUT/checkpoints' last checkpoint (pytorch and lightning engines)",
+        help="continue the run in OUT from its last checkpoint (pytorch and lightning engines)",
+    )
+    what.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in OUT (its config.json, metrics.json and checkpoints/; nothing else)",
     )
     t.add_argument(
         "--wandb",
@@ -787,7 +839,8 @@ def _check_train_args(a) -> None:
         (a.accumulate >= 1, f"--accumulate must be at least 1, got {a.accumulate}"),
         (a.batch_size >= 1, f"--batch-size must be at least 1, got {a.batch_size}"),
         (a.img_size >= 16, f"--img-size must be at least 16, got {a.img_size}"),
-        (a.lr > 0, f"--lr must be positive, got {a.lr}"),
+        (a.lr > 0 and math.isfinite(a.lr), f"--lr must be a positive finite number, got {a.lr}"),
+        (0 <= a.seed < 2**32, f"--seed must be between 0 and {2**32 - 1}, got {a.seed}"),
         (a.arch in ARCHS, f"unknown --arch {a.arch!r}; choose one of {', '.join(ARCHS)}"),
         (
             a.precision in PRECISIONS,
@@ -829,6 +882,8 @@ def _check_train_args(a) -> None:
     for ok, msg in checks:
         if not ok:
             raise CourseLibError(msg)
+    if _is_global_zero():  # DDP's other processes find the folder the first one claimed
+        _check_out(a)
     from course_lib.tracking import env_mode
 
     env_mode()  # an empty WANDB_MODE counts as unset; one wandb would reject stops here
@@ -853,24 +908,105 @@ def _read_table(path: Path):
 
 
 def _config(a) -> dict:
-    "The training parameters as plain values: logged as the W&B config and saved in checkpoints."
+    "The training parameters as plain values: saved in OUT/config.json and in the checkpoints."
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k not in ("cmd", "func")}
 
 
+def _tracked_config(a) -> dict:
+    "The parameters W&B records: folders by their name only, so no local path leaves the machine."
+    return {k: (Path(v).name if isinstance(getattr(a, k), Path) else v) for k, v in _config(a).items()}
+
+
 CONFIG_FILE = "config.json"  # OUT/config.json: the settings of the run, for --resume to compare with
-RESUME_MAY_CHANGE = ("resume", "epochs", "out", "num_workers", "wandb", "wandb_project", "allow_random_init")
+RUN_FILES = (CONFIG_FILE, "metrics.json", "checkpoints")  # what a run writes into OUT
+
+
+def _has_results(
+    path: Path,  # a file or folder of a run: metrics.json, checkpoints/
+) -> bool:
+    """Whether `path` holds results: metrics.json, or a checkpoint. A config.json alone is a run that stopped
+    before its first epoch ended, which a new run may replace."""
+    if path.name == CONFIG_FILE:
+        return False
+    return path.is_file() or (path.is_dir() and any(path.iterdir()))
+
+
+def _check_out(a) -> None:
+    """Refuse an --out that holds a run unless --resume or --overwrite says what to do with it, and one that
+    holds other files unless --overwrite; writes nothing."""
+    check_free(a.out)  # a run that is still training: say so first
+    found = [name for name in RUN_FILES if _has_results(a.out / name)]
+    if found and not (a.resume or a.overwrite):
+        raise CourseLibError(
+            f"--out {a.out} holds an earlier run ({', '.join(found)}): add --resume to continue it, "
+            "--overwrite to replace it, or choose another --out"
+        )
+    if not a.resume:
+        check_folder(a.out, "train", overwrite=a.overwrite or bool(found))
+
+
+def _start_run(a) -> None:
+    "Mark OUT as a run folder; with --overwrite, remove the earlier run's files (and only those)."
+    claim_folder(a.out, "train", overwrite=True)
+    if a.overwrite:
+        for name in RUN_FILES:
+            path = a.out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            path.unlink(missing_ok=True)
+
+
+RESUME_MAY_CHANGE = (
+    "resume",
+    "overwrite",
+    "epochs",
+    "out",
+    "num_workers",
+    "wandb",
+    "wandb_project",
+    "allow_random_init",
+)
+
+
+def _saved_config(a) -> dict | None:
+    """The settings of the run in OUT: config.json, or, when that was lost, the copy in the pytorch engine's
+    checkpoints/last.pt (Lightning's last.ckpt holds none); None when there is neither."""
+    from course_lib.engine import load_checkpoint
+
+    path, last = a.out / CONFIG_FILE, a.out / "checkpoints" / "last.pt"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            raise CourseLibError(
+                f"{path} is damaged (not JSON): restore it, or train into a new --out "
+                "(or --overwrite this run)"
+            ) from None
+    if a.engine == "pytorch" and last.exists():
+        return load_checkpoint(last).get("config") or None
+    return None
+
+
+def _same_folder(
+    key: str,  # a setting's name
+    saved: dict,  # the run's settings
+    now: dict,  # this command's settings
+) -> bool:
+    "Whether setting `key` names the same folder in both, written differently (`d` and `./d`, or absolute)."
+    if key != "data" or None in (saved.get(key), now.get(key)):
+        return False
+    return Path(saved[key]).resolve() == Path(now[key]).resolve()
 
 
 def _check_resume_config(a) -> None:
     """Refuse --resume when a setting that shapes training differs from the run's saved settings; name the
     keys."""
-    path = a.out / CONFIG_FILE
-    if not path.exists():  # a run from before config.json existed: nothing to compare with
+    saved = _saved_config(a)
+    if saved is None:
         return
-    saved = json.loads(path.read_text())
     now = _config(a)
     keys = sorted((saved.keys() | now.keys()) - set(RESUME_MAY_CHANGE))
-    differ = [k for k in keys if saved.get(k) != now.get(k)]
+    differ = [k for k in keys if saved.get(k) != now.get(k) and not _same_folder(k, saved, now)]
     if differ:
         changes = ", ".join(f"{k} was {saved.get(k)!r}, now {now.get(k)!r}" for k in differ)
         raise CourseLibError(
@@ -890,12 +1026,20 @@ def _is_global_zero() -> bool:
     )  # DDP children before they join
 
 
+def _strict(value):
+    "`value` with every NaN or infinity replaced by None, so that it is strict JSON."
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 def _write_json(path: Path, data: dict) -> None:
-    "Write `data` as JSON to `path` atomically (temporary file + rename)."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    "Write `data` as strict JSON (NaN becomes null) to `path` atomically, under a unique temporary name."
+    write_text_atomic(path, json.dumps(_strict(data), indent=2, allow_nan=False))
 
 
 def _check_pretrained(a) -> bool:
@@ -922,7 +1066,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
 
     model = create_model(a.arch, pretrained)
     loaders = make_dataloaders(df, data_dir, check_images=False, **loader_kw)
-    with Tracker(a.wandb_project, _config(a), a.wandb, name="pytorch", save_dir=a.out) as tracker:
+    with Tracker(a.wandb_project, _tracked_config(a), a.wandb, name="pytorch", save_dir=a.out) as tracker:
         history = fit(
             model,
             *loaders,
@@ -946,7 +1090,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
 
     module = MelanomaModule(a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last)
     datamodule = MelanomaDataModule(df, data_dir, check_images=False, **loader_kw)
-    logger = wandb_logger(a.wandb_project, _config(a), a.wandb, name="lightning", save_dir=a.out)
+    logger = wandb_logger(a.wandb_project, _tracked_config(a), a.wandb, name="lightning", save_dir=a.out)
     extra = {"logger": logger} if logger else {}
     try:
         history = fit_lightning(module, datamodule, resume=a.resume, devices=a.devices, **run_kw, **extra)
@@ -968,7 +1112,7 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     tracker = None
     if resolve_mode(a.wandb)[0] != "disabled":
         tracker = functools.partial(
-            xla_tracker, project=a.wandb_project, config=_config(a), mode=a.wandb, save_dir=str(a.out)
+            xla_tracker, project=a.wandb_project, config=_tracked_config(a), mode=a.wandb, save_dir=str(a.out)
         )
     return train_xla(
         task="melanoma",
@@ -994,7 +1138,7 @@ def train(
 ) -> dict:
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
     _check_train_args(a)
-    from course_lib.data import add_folds, sample_data_dir
+    from course_lib.data import add_folds, check_fold, sample_data_dir
     from course_lib.dataset import validate_table
     from course_lib.engine import seed_everything
 
@@ -1006,11 +1150,7 @@ def train(
     if "patient_id" not in table.columns:
         raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
     df = add_folds(table, seed=a.seed)
-    n_folds = df.fold.nunique()
-    if a.fold >= n_folds:
-        raise CourseLibError(
-            f"--fold {a.fold} does not exist: the table is split into {n_folds} folds, 0 to {n_folds - 1}"
-        )
+    check_fold(df, a.fold)  # it exists, and its validation images hold both classes
     loader_kw = dict(
         fold=a.fold,
         img_size=a.img_size,
@@ -1022,12 +1162,15 @@ def train(
     run_kw = dict(
         epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints"
     )
-    if _is_global_zero():
-        _write_json(a.out / CONFIG_FILE, _config(a))
-    seed_everything(a.seed)
     engine = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine]
-    history = engine(a, pretrained, df, data_dir, loader_kw, run_kw)
-    if _is_global_zero():  # with DDP every process ends here; one writes
+    if not _is_global_zero():  # a DDP process started by the first one, which holds OUT
+        seed_everything(a.seed)
+        return engine(a, pretrained, df, data_dir, loader_kw, run_kw)
+    with folder_lock(a.out):
+        _start_run(a)
+        _write_json(a.out / CONFIG_FILE, _config(a))
+        seed_everything(a.seed)
+        history = engine(a, pretrained, df, data_dir, loader_kw, run_kw)
         _write_json(a.out / "metrics.json", history)
     return history
 
@@ -1051,7 +1194,13 @@ def _cmd_data(a) -> int:
 
     if a.data_cmd == "sample":
         out = data.make_sample_dataset(
-            a.out, n=a.n, img_size=a.img_size, pos_rate=a.pos_rate, seed=a.seed, progress=True
+            a.out,
+            n=a.n,
+            img_size=a.img_size,
+            pos_rate=a.pos_rate,
+            seed=a.seed,
+            progress=True,
+            overwrite=a.overwrite,
         )
         print(f"wrote {a.n} images and train.csv to {out}")
     else:
@@ -1059,8 +1208,21 @@ def _cmd_data(a) -> int:
     return 0
 
 
+def _stop_on_signals() -> None:
+    """Make SIGTERM and SIGHUP (what `timeout`, `kill`, a stopped container or a closed terminal send) end
+    the run as Ctrl-C does: the running notebook's whole process tree is killed on the way out."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # Windows has no SIGHUP
+        if sig is not None:
+            signal.signal(sig, stop)
+
+
 def _cmd_run_notebooks(a) -> int:
     "Run `course-lib run-notebooks`; non-zero exit when any notebook failed."
+    _stop_on_signals()
     rows = run_notebooks(a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout)
     if a.record:
         a.record.write_text(json.dumps(record_run(rows, a.smoke), indent=2) + "\n")
@@ -1073,7 +1235,7 @@ def _cmd_run_notebooks(a) -> int:
 
 def _cmd_site(a) -> int:
     "Run `course-lib site`."
-    built = build_site(a.run, a.out)
+    built = build_site(a.run, a.out, overwrite=a.overwrite)
     print(
         f"site: {built['pages']} pages, {built['api_entries']} API entries, "
         f"built in {built['seconds']} s: {a.out / 'index.html'}"

@@ -9,19 +9,19 @@ from __future__ import annotations
 import json
 import os
 import struct
-import shutil
 import tempfile
 from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFilter
 from .errors import CourseLibError  # also importable from here, as before
+from .outputs import check_folder, claim_folder
 
 # %% auto #0
 __all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'FASHION_CLASSES', 'find_kaggle_credentials', 'download_kaggle',
            'make_lesion_image', 'sample_table', 'write_sample_image', 'make_sample_dataset', 'cache_dir',
-           'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds', 'check_no_leakage', 'plot_fold_balance',
-           'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
+           'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds', 'check_fold', 'check_no_leakage',
+           'plot_fold_balance', 'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
 
 # %% ../nbs/01_data.ipynb #c007
 KAGGLE_COLUMNS = [
@@ -200,35 +200,37 @@ def make_sample_dataset(
     pos_rate: float = 0.2,  # fraction of malignant images
     seed: int = 42,  # the same seed writes the same set
     progress: bool = False,  # show a progress bar
+    overwrite: bool = False,  # write into a folder that holds files the course did not write
 ) -> Path:
-    "Write a Kaggle-layout sample set (`train.csv`, `train/*.jpg`) of `n` synthetic images to `out`."
+    """Write a Kaggle-layout sample set (`train.csv`, `train/*.jpg`) of `n` synthetic images to `out`: a new
+    or empty folder, an earlier sample set, or any folder with `overwrite`."""
     if n < 1:
         raise CourseLibError(f"--n must be at least 1, got {n}")
     if img_size < 16:
         raise CourseLibError(f"--img-size must be at least 16 pixels, got {img_size}")
     if not 0 <= pos_rate <= 1:
         raise CourseLibError(f"pos_rate must be between 0 and 1, got {pos_rate}")
-    out, rng = Path(out), np.random.default_rng(seed)
+    out, rng = check_folder(out, "sample", overwrite), np.random.default_rng(seed)
     df = sample_table(n, img_size, pos_rate, rng)
     out.parent.mkdir(parents=True, exist_ok=True)
     # built beside its destination, so the final moves stay on one file system (/tmp may be another, e.g. a
-    # tmpfs)
-    tmp = Path(tempfile.mkdtemp(prefix=".sample-", dir=out.parent))
-    (tmp / "train").mkdir()
-    rows = df.itertuples()
-    if progress:
-        from tqdm.auto import tqdm
+    # tmpfs); removed however the writing ends
+    with tempfile.TemporaryDirectory(prefix=".sample-", dir=out.parent) as tmp:
+        tmp = Path(tmp)
+        (tmp / "train").mkdir()
+        rows = df.itertuples()
+        if progress:
+            from tqdm.auto import tqdm
 
-        rows = tqdm(rows, total=len(df), desc="writing JPEGs", unit="img")
-    for i, row in enumerate(rows):
-        write_sample_image(tmp / "train", i, row.image_name, row.target, img_size, seed)
-    df.to_csv(tmp / "train.csv", index=False)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in ("train", "train.csv"):  # the finished set replaces an older one in one move per entry
-        if (out / name).is_dir():
-            shutil.rmtree(out / name)
-        os.replace(tmp / name, out / name)
-    shutil.rmtree(tmp, ignore_errors=True)
+            rows = tqdm(rows, total=len(df), desc="writing JPEGs", unit="img")
+        for i, row in enumerate(rows):
+            write_sample_image(tmp / "train", i, row.image_name, row.target, img_size, seed)
+        df.to_csv(tmp / "train.csv", index=False)
+        claim_folder(out, "sample", overwrite)
+        for name in ("train", "train.csv"):  # the finished set replaces an older one, one move per entry
+            if (out / name).exists():
+                os.replace(out / name, tmp / f"old-{name}")
+            os.replace(tmp / name, out / name)
     return out
 
 # %% ../nbs/01_data.ipynb #c023
@@ -309,6 +311,26 @@ def add_folds(
     for fold, (_, valid_idx) in enumerate(splitter.split(df, df.target, groups=df.patient_id)):
         df.loc[valid_idx, "fold"] = fold
     return df
+
+
+def check_fold(
+    df: pd.DataFrame,  # a table with target and fold columns (add_folds)
+    fold: int,  # the validation fold
+) -> None:
+    """Refuse a validation fold that does not exist, or whose images are all of one class: ROC AUC needs
+    both, so the best epoch could never be chosen."""
+    n = df.fold.nunique()
+    if not 0 <= fold < n:
+        raise CourseLibError(f"--fold {fold} does not exist: the table is split into {n} folds, 0 to {n - 1}")
+    counts = df[df.fold == fold].target.value_counts()
+    if len(counts) < 2:
+        only = "malignant" if counts.index[0] == 1 else "benign"
+        raise CourseLibError(
+            f"validation fold {fold} holds only {only} images ({counts.iloc[0]}), so its ROC AUC is "
+            "undefined: "
+            f"the table has {int(df.target.sum())} malignant of {len(df)}; add images of the other class "
+            "(at least one per fold), or choose another --fold"
+        )
 
 
 def check_no_leakage(

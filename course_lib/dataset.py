@@ -6,6 +6,7 @@ Docs: https://course-lib.github.io/course_lib/dataset.html.md"""
 
 # %% ../nbs/02_dataset.ipynb #c004
 from __future__ import annotations
+import os
 import random
 from pathlib import Path
 import numpy as np
@@ -13,6 +14,9 @@ import pandas as pd
 import torch
 from PIL import Image, UnidentifiedImageError
 from .errors import CourseLibError
+
+# albumentations asks PyPI for its newest version on every import unless this is set: offline is offline
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 # %% auto #0
 __all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'validate_table',
@@ -53,13 +57,39 @@ def _check_image(p: Path, size: tuple | None = None) -> str | None:
     try:
         with Image.open(p) as im:
             im.load()
+            if im.mode in ("I", "I;16", "I;16B", "I;16L", "F"):  # convert("RGB") would clip them to white
+                return f"has 16-bit or float pixels (mode {im.mode}): save it as an 8-bit RGB image"
             if im.mode != "RGB":
                 return "convert"
             return f"size {im.width}x{im.height}" if size and tuple(im.size) != size else None
+    except Image.DecompressionBombError:
+        return "too large to open safely (DecompressionBombError): resize it"
     except (UnidentifiedImageError, OSError) as e:
         return f"unreadable ({type(e).__name__})"
 
 # %% ../nbs/02_dataset.ipynb #c009
+def _check_cells(
+    df: pd.DataFrame,  # a table with image_name and target
+) -> None:
+    """Refuse empty image names and patient ids, and an image listed twice (it could land in both the
+    training and the validation fold)."""
+    for col in ("image_name", "patient_id"):
+        if col not in df.columns:
+            continue
+        empty = df[df[col].isna() | (df[col].astype(str).str.strip() == "")]
+        if len(empty):
+            row = empty.index[0] + 2  # the header is line 1
+            raise CourseLibError(
+                f"{col} is empty in {len(empty)} row(s), e.g. line {row} of train.csv: fill it in"
+            )
+    dup = df.image_name[df.image_name.duplicated()]
+    if len(dup):
+        raise CourseLibError(
+            f"image_name repeats: {dup.iloc[0]} and {len(dup) - 1} more appear twice or more; list each "
+            "image once, or it can land in both the training and the validation fold"
+        )
+
+
 def validate_table(
     df: pd.DataFrame,  # the table to check
     data_dir,  # the folder holding train/
@@ -80,14 +110,14 @@ def validate_table(
             f"target must be 0 or 1; {len(bad)} rows are not, "
             f"e.g. {bad.image_name.iloc[0]}: {bad.target.iloc[0]}"
         )
+    _check_cells(df)
     paths = [image_path(data_dir, n) for n in df.image_name]
     if check_images:
-        sizes = zip(df.width, df.height) if {"width", "height"} <= set(df.columns) else [None] * len(df)
-        problems = {
-            n: why
-            for n, p, wh in zip(df.image_name, paths, sizes)
-            if (why := _check_image(p, wh and tuple(map(int, wh))))
-        }
+        sizes = [None] * len(df)
+        if {"width", "height"} <= set(df.columns):  # an empty or non-numeric cell: no size to compare
+            w, h = (pd.to_numeric(df[c], errors="coerce") for c in ("width", "height"))
+            sizes = [None if pd.isna(a) or pd.isna(b) else (int(a), int(b)) for a, b in zip(w, h)]
+        problems = {n: why for n, p, wh in zip(df.image_name, paths, sizes) if (why := _check_image(p, wh))}
         broken = {n: why for n, why in problems.items() if why != "convert" and not why.startswith("size")}
         if broken:
             shown = "; ".join(f"{n}.jpg {why}" for n, why in list(broken.items())[:3])

@@ -20,8 +20,8 @@ from .dataset import normalize_batch
 
 # %% auto #0
 __all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything',
-           'autocast', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'to_device', 'train_one_epoch',
-           'evaluate', 'save_checkpoint', 'load_checkpoint', 'epoch_row', 'history_dict', 'fit']
+           'autocast', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'check_finite_loss', 'to_device',
+           'train_one_epoch', 'evaluate', 'save_checkpoint', 'load_checkpoint', 'epoch_row', 'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
@@ -179,12 +179,17 @@ def resolve_precision(
     return precision
 
 # %% ../nbs/03_pytorch_loop.ipynb #c016
-def _check_finite(total: torch.Tensor, step: int) -> None:
-    "Stop with a clear message when the running loss became NaN or infinite."
-    if not torch.isfinite(total):
+def check_finite_loss(
+    total: torch.Tensor,  # the running (or summed) loss
+    step: int,  # the step it was checked at, from 1
+    epoch: int = 0,  # the epoch, from 0
+) -> None:
+    """Stop with a clear message when the loss became NaN or infinite; every engine of the course calls it,
+    and the checkpoints of earlier epochs stay as they were."""
+    if not torch.isfinite(torch.as_tensor(total)):
         raise CourseLibError(
-            f"the loss became {total.item()} by step {step}: lower the learning rate, "
-            "use bf16 instead of fp16, or check the data for NaNs"
+            f"the loss became {float(total)} in epoch {epoch}, by step {step}: lower the learning rate, "
+            "use bf16 instead of fp16, or check the data for NaNs (earlier epochs' checkpoints are kept)"
         )
 
 # %% ../nbs/03_pytorch_loop.ipynb #c017
@@ -246,10 +251,10 @@ def train_one_epoch(
         total += loss.detach() * len(x)
         seen += len(x)
         if (i + 1) % check_every == 0:  # a CPU-GPU sync point: not every step
-            _check_finite(total, i + 1)
+            check_finite_loss(total, i + 1, epoch)
             if on_step:
                 on_step(epoch * n + i + 1, {"train_loss_running": total.item() / seen, "epoch": epoch})
-    _check_finite(total, n)
+    check_finite_loss(total, n, epoch)
     return total.item() / seen
 
 # %% ../nbs/03_pytorch_loop.ipynb #c019

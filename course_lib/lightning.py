@@ -18,6 +18,7 @@ from .dataset import make_dataloaders, normalize_batch
 from course_lib.engine import (
     PRECISIONS,
     WeightedFocalLoss,
+    check_finite_loss,
     epoch_row,
     create_model,
     history_dict,
@@ -152,6 +153,7 @@ class HistoryCallback(Callback):
 
     def on_train_epoch_end(self, trainer, module):
         m = {k: float(v) for k, v in trainer.callback_metrics.items()}
+        check_finite_loss(m["train_loss"], trainer.global_step, trainer.current_epoch)
         ev = dict(valid_loss=m.get("valid_loss", math.nan), valid_auc=m.get("valid_auc", math.nan))
         self.rows.append(epoch_row(trainer.current_epoch, m["train_loss"], ev, time.time() - self._start))
 
@@ -234,6 +236,19 @@ def trainer_settings(
     )
 
 # %% ../nbs/04_lightning.ipynb #c015w
+def _intact(
+    path: Path,  # a file written by torch.save (a zip archive)
+) -> bool:
+    "Whether `path` is a whole torch.save archive: a truncated or altered file fails the zip check."
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.testzip() is None
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
 def fit_lightning(
     module,  # a MelanomaModule
     datamodule,  # a MelanomaDataModule
@@ -263,6 +278,11 @@ def fit_lightning(
     history = settings["callbacks"][0]
     trainer = pl.Trainer(**{**settings, **trainer_kw})
     last = Path(checkpoint_dir or ".") / "last.ckpt"
+    if resume and last.exists() and not _intact(last):
+        raise CourseLibError(
+            f"checkpoint {last} is damaged or not a course_lib checkpoint: restore it, or start again "
+            "with --overwrite"
+        )
     if resume:
         print(f"resuming from {last}" if last.exists() else f"no checkpoint at {last}: starting from epoch 0")
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resume and last.exists() else None)

@@ -93,15 +93,24 @@ def resolve_mode(
     if mode not in MODES:
         raise CourseLibError(f"--wandb must be one of {', '.join(MODES)}, got {mode!r}")
     if mode != "online":
-        return mode, None
+        return _no_network(mode), None
     key = find_wandb_key()
     if not key:
-        return "offline", "no W&B key found (WANDB_API_KEY, Colab secret or `wandb login`)"
+        return _no_network("offline"), "no W&B key found (WANDB_API_KEY, Colab secret or `wandb login`)"
     os.environ["WANDB_API_KEY"] = key  # hands a Colab secret to wandb (and to processes started from here)
     if not _reachable():
-        return "offline", "the W&B server cannot be reached"
+        return _no_network("offline"), "the W&B server cannot be reached"
     why = _verify_key(key)
-    return ("offline", why) if why else ("online", None)
+    return (_no_network("offline"), why) if why else ("online", None)
+
+
+def _no_network(
+    mode: str,  # offline or disabled
+) -> str:
+    """Return `mode`, after turning off wandb's error reports: wandb 0.31 sends them to its server even from
+    an offline run (one connection per run, measured), and offline means no connection."""
+    os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
+    return mode
 
 # %% ../nbs/08_experiment_tracking.ipynb #c011
 class Tracker:

@@ -21,6 +21,7 @@ from .errors import CourseLibError
 from course_lib.engine import (
     WeightedFocalLoss,
     autocast,
+    check_finite_loss,
     create_model,
     history_dict,
     save_checkpoint,
@@ -234,6 +235,11 @@ def _setup(flags: dict) -> SimpleNamespace:
     task = TASKS[flags["task"]](flags)
     device = torch_xla.device()
     sampler, train_loader, valid_loader = make_loaders(task, world, rank, flags)
+    if len(train_loader) == 0:  # drop_last with a shard smaller than a batch: no step at all
+        raise CourseLibError(
+            f"--batch-size {flags['batch_size']} is larger than the {len(sampler)} training images "
+            f"each of the {world} replica(s) gets: lower --batch-size"
+        )
     model = task.model.to(device)
     lr = flags["lr"] * world  # global batch = world x batch_size
     return SimpleNamespace(
@@ -265,6 +271,7 @@ def _epoch(r: SimpleNamespace, epoch: int, flags: dict) -> dict:
     ev = _validate(r, MpDeviceLoader(r.valid_loader, r.device), flags["precision"])
     mine = torch.stack([loss_sum, torch.tensor(float(seen), device=r.device)])
     sums = r.replicas.gather(mine.unsqueeze(0)).sum(0).cpu()
+    check_finite_loss(sums[0], len(r.train_loader) * (epoch + 1), epoch)  # before this epoch is saved
     if r.rank == 0:
         weights = {k: v.cpu() for k, v in r.model.state_dict().items()}
         save_checkpoint(_checkpoint(flags), model=weights, epoch=epoch, arch=flags["arch"])

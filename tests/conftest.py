@@ -32,6 +32,17 @@ def run_cli(*args, env=None, cwd=None, timeout=600):
     )
 
 
+def run_main(capsys, *args) -> tuple[int, str, str]:
+    """Run `course-lib ARGS` in this process (course_lib.cli.main); returns (exit status, stdout, stderr).
+    For argument and input errors, which stop before any training: no Python start-up per case."""
+    from course_lib.cli import main
+
+    capsys.readouterr()  # drop what earlier steps printed
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory):
     "A small generated sample set in the Kaggle layout, shared by the session's tests."

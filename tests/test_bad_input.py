@@ -1,4 +1,5 @@
-"""Every bad input we tried, through the real command line: one clear line, exit 1, nothing written.
+"""Every bad input we tried, through the command line's `main` in this process: one clear line, exit 1,
+nothing written.
 
 The table CASES is the source of the "Bad input" table in README.md (Troubleshooting); a test keeps them in
 sync."""
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, run_main
 from course_lib.dataset import validate_table
 
 
@@ -124,6 +125,45 @@ CASES = [  # (bad input, how it is made, extra arguments, what the user sees)
         ["--devices", "2"],
         r"--devices 2 needs --engine lightning \(DDP\)",
     ),
+    (
+        "the same image_name twice",
+        lambda d, df: _csv(d, pd.concat([df, df.iloc[:1]])),
+        [],
+        r"image_name repeats: ISIC_\d+ and 0 more appear twice or more; list each image once",
+    ),
+    (
+        "an empty patient_id cell",
+        lambda d, df: _csv(d, df.assign(patient_id=[None] + list(df.patient_id[1:]))),
+        [],
+        r"patient_id is empty in 1 row\(s\), e.g. line 2 of train\.csv: fill it in",
+    ),
+    (
+        "an empty image_name cell",
+        lambda d, df: _csv(d, df.assign(image_name=[""] + list(df.image_name[1:]))),
+        [],
+        r"image_name is empty in 1 row\(s\), e.g. line 2 of train\.csv",
+    ),
+    (
+        "a 16-bit image (a scanner's or microscope's PNG)",
+        lambda d, df: Image.fromarray(np.full((48, 48), 40000, np.uint16)).save(_first(d, df), format="PNG"),
+        [],
+        r"ISIC_\d+\.jpg has 16-bit or float pixels \(mode I;16\): save it as an 8-bit RGB image",
+    ),
+    (
+        "an image too large to open safely",
+        lambda d, df: Image.new("1", (14_000, 14_000)).save(_first(d, df), format="PNG"),
+        [],
+        r"ISIC_\d+\.jpg too large to open safely \(DecompressionBombError\)",
+    ),
+    (
+        "a validation fold with one class",
+        lambda d, df: _csv(d, df.assign(target=0)),
+        [],
+        r"validation fold 0 holds only benign images \(\d+\), so its ROC AUC is undefined",
+    ),
+    ("--seed -1", None, ["--seed", "-1"], r"--seed must be between 0 and 4294967295, got -1"),
+    ("--lr inf", None, ["--lr", "inf"], r"--lr must be a positive finite number, got inf"),
+    ("--lr nan", None, ["--lr", "nan"], r"--lr must be a positive finite number, got nan"),
 ]
 
 OFFLINE = {
@@ -158,40 +198,36 @@ def data_copy(sample_dir, tmp_path):
     return tmp_path / "d", pd.read_csv(tmp_path / "d" / "train.csv")
 
 
+def _one_line(what, code, err, message):
+    lines = err.strip().splitlines()
+    assert code == 1, (what, err[-1500:])
+    assert len(lines) == 1 and lines[0].startswith("course-lib: error: ") and re.search(message, lines[0]), (
+        what,
+        err,
+    )
+
+
 @pytest.mark.parametrize("what, damage, args, message", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_exit_1_nothing_written(what, damage, args, message, data_copy, tmp_path):
+def test_bad_input_is_one_line_exit_1_nothing_written(
+    what, damage, args, message, data_copy, tmp_path, capsys
+):
     d, df = data_copy
     if damage:
         damage(d, df)
     data = [] if "--data" in args else ["--data", d]
-    r = run_cli("train", *data, *args, "--out", tmp_path / "out", timeout=300)
-    assert r.returncode == 1, (what, r.stdout[-500:], r.stderr[-1500:])
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("course-lib: error: ") and re.search(message, lines[0]), (
-        what,
-        r.stderr,
-    )
+    code, _, err = run_main(capsys, "train", *data, *args, "--out", tmp_path / "out")
+    _one_line(what, code, err, message)
     assert not (tmp_path / "out").exists(), f"{what}: something was written"
 
 
 @pytest.mark.parametrize("what, env, args, message", ENV_CASES, ids=[c[0] for c in ENV_CASES])
-def test_bad_environment_is_one_line_exit_1_nothing_written(what, env, args, message, sample_dir, tmp_path):
-    r = run_cli(
-        "train",
-        "--data",
-        sample_dir,
-        *args,
-        "--out",
-        tmp_path / "out",
-        timeout=300,
-        env={**env, "TORCH_HOME": str(tmp_path / "torch")},
-    )  # an empty weights cache
-    assert r.returncode == 1, (what, r.stdout[-500:], r.stderr[-1500:])
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("course-lib: error: ") and re.search(message, lines[0]), (
-        what,
-        r.stderr,
-    )
+def test_bad_environment_is_one_line_exit_1_nothing_written(
+    what, env, args, message, sample_dir, tmp_path, capsys, monkeypatch
+):
+    for k, v in {**env, "TORCH_HOME": str(tmp_path / "torch")}.items():  # an empty weights cache
+        monkeypatch.setenv(k, v)
+    code, _, err = run_main(capsys, "train", "--data", sample_dir, *args, "--out", tmp_path / "out")
+    _one_line(what, code, err, message)
     assert not (tmp_path / "out").exists(), f"{what}: something was written"
 
 

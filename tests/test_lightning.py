@@ -9,19 +9,26 @@ from conftest import REPO
 TOLERANCE = 1e-4  # max |difference| of any weight after 8 steps; only the order of float reductions differs
 
 
-@pytest.mark.slow
-def test_ddp_two_processes_match_one(tmp_path):
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory):
+    "tests/ddp_check.py run once in one process and once in two (DDP); the two results, loaded."
+    tmp = tmp_path_factory.mktemp("ddp")
     for mode in ("single", "ddp"):
         r = subprocess.run(
-            [sys.executable, str(REPO / "tests" / "ddp_check.py"), mode, str(tmp_path / f"{mode}.pt")],
+            [sys.executable, str(REPO / "tests" / "ddp_check.py"), mode, str(tmp / f"{mode}.pt")],
             capture_output=True,
             text=True,
             timeout=600,
-            cwd=tmp_path,
+            cwd=tmp,
             stdin=subprocess.DEVNULL,
         )
         assert r.returncode == 0, r.stderr[-3000:]
-    single, ddp = (torch.load(tmp_path / f"{m}.pt", weights_only=True) for m in ("single", "ddp"))
+    return tuple(torch.load(tmp / f"{m}.pt", weights_only=True) for m in ("single", "ddp"))
+
+
+@pytest.mark.slow
+def test_ddp_two_processes_match_one(ddp_runs):
+    single, ddp = ddp_runs
     assert (single["world_size"], ddp["world_size"]) == (1, 2)
     assert single["steps"] == ddp["steps"] == 8, (
         "same number of optimizer steps: 64 images / global batch 16, 2 epochs"
@@ -34,18 +41,9 @@ def test_ddp_two_processes_match_one(tmp_path):
 
 
 @pytest.mark.slow
-def test_ddp_auc_is_gathered_from_every_process(tmp_path):
+def test_ddp_auc_is_gathered_from_every_process(ddp_runs):
     "With 2 processes the logged AUC is the AUC of the whole validation set, not of one process's half."
-    r = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "ddp_check.py"), "ddp", str(tmp_path / "ddp.pt")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    ddp = torch.load(tmp_path / "ddp.pt", weights_only=True)
+    ddp = ddp_runs[1]
     assert abs(ddp["rank0_half_auc"] - ddp["whole_auc"]) > 1e-3, "the data must tell a half from the whole"
     assert abs(ddp["logged_auc"] - ddp["whole_auc"]) < 1e-6, ddp
 

@@ -101,7 +101,10 @@ def test_timeout_kills_the_kernel_and_its_children(nbs, tmp_path):
     assert not any(_alive(p) for p in pids), f"left running: {[p for p in pids if _alive(p)]}"
 
 
-def test_ctrl_c_stops_the_runner_and_the_kernel(nbs, tmp_path):
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_stops_the_runner_and_the_kernel(name, nbs, tmp_path):
+    """Ctrl-C (SIGINT), and SIGTERM or SIGHUP (what `timeout`, `kill`, a stopped container or a closed
+    terminal send) end the runner, the kernel and the kernel's children."""
     import signal
     import subprocess
     import time
@@ -136,10 +139,10 @@ def test_ctrl_c_stops_the_runner_and_the_kernel(nbs, tmp_path):
     while not (pid_file.exists() and len(pid_file.read_text().split()) == 2) and time.time() < deadline:
         time.sleep(0.5)
     pids = [int(p) for p in pid_file.read_text().split()]
-    runner.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends
+    runner.send_signal(getattr(signal, name))
     _, err = runner.communicate(timeout=60)
     assert runner.returncode == 130 and "course-lib: interrupted" in err, err[-1000:]
-    assert not any(_alive(p) for p in pids), f"left running after Ctrl-C: {[p for p in pids if _alive(p)]}"
+    assert not any(_alive(p) for p in pids), f"left running after {name}: {[p for p in pids if _alive(p)]}"
 
 
 def test_runner_keeps_every_figure_in_the_executed_notebook(tmp_path, monkeypatch):

@@ -68,11 +68,16 @@ def test_lightning_fits_on_xla_cpu(tmp_path):
     assert r["largest_weight_change"] > 1e-4, "the optimizer stepped on the XLA device"
     x, c = r["step_losses"], cpu["step_losses"]
     assert len(x) == len(c) >= 8
-    # step 0: same weights and batch (measured 3e-6 relative); step 1: after one Adam step on each device
-    # (6e-5).
-    # Later steps drift apart: Adam's first steps scale each gradient to ~lr, so float-rounding differences
-    # grow.
-    assert abs(x[0] - c[0]) / c[0] < 1e-4 and abs(x[1] - c[1]) / c[1] < 1e-3, (x[:2], c[:2])
+    # Step 0 is the one step both devices compute from the same weights and the same batch, so its loss and
+    # its gradient differ only by fp32 rounding in another summation order: a relative error of a few
+    # float32 epsilons (1.2e-7) times the depth of the reductions, far below 1e-4 (measured: loss 3e-6).
+    # Later steps are not comparable this way: Adam's first update is lr * g / (|g| + eps), about
+    # lr * sign(g), so a weight whose gradient is at rounding level moves by +-lr on either device, in a
+    # direction that rounding decides; the step-1 losses then differ by what lr allows, not by rounding
+    # (3.3e-3 relative on an AVX2 CPU, 6e-5 on an AVX-512 one).
+    assert abs(x[0] - c[0]) / c[0] < 1e-4, (x[0], c[0])
+    gx, gc = r["first_grad_norm"], cpu["first_grad_norm"]
+    assert gc > 0 and abs(gx - gc) / gc < 1e-4, (gx, gc)
 
 
 @pytest.mark.slow

@@ -88,6 +88,16 @@ def _fit_module(out, where, accelerator, precision="32"):
         losses.append(float(outputs["loss"]))
 
     module.on_train_batch_end = on_batch_end
+    grad_norms = []  # the first step's gradient norm: same weights and batch on both devices
+
+    def before_step(optimizer):
+        import torch
+
+        if not grad_norms:
+            grads = [q.grad.detach().float().norm() for q in module.parameters() if q.grad is not None]
+            grad_norms.append(torch.stack(grads).norm().item())
+
+    module.on_before_optimizer_step = before_step
     start = {k: v.clone() for k, v in module.state_dict().items()}
     dm = MelanomaDataModule(df, data, 0, img_size=32, batch_size=16)
     hist = fit_lightning(
@@ -113,6 +123,7 @@ def _fit_module(out, where, accelerator, precision="32"):
         precision_plugin=type(trainer.precision_plugin).__name__,
         precision=trainer.precision_plugin.precision,
         step_losses=losses,
+        first_grad_norm=grad_norms[0] if grad_norms else None,
         largest_weight_change=moved,
         xla_use_bf16_while_training=sorted(map(str, env)),
     )

@@ -4,7 +4,8 @@
 # Builds .venv-NAME with the runtime's Python minor version and package versions, installs course_lib the way the
 # notebooks' first cell does, checks that this changed none of the runtime's torch, torchvision or torch_xla, runs
 # every notebook in smoke mode, and writes _runtimes/NAME/summary.json. A notebook listed as "# expect:" in the
-# profile must stop with that message (chapter 07 on a GPU runtime). Exit status 0 when everything is as expected.
+# profile must stop with that message (chapter 07 on a GPU runtime); a "# run:" line limits the run to the notebooks
+# matching it (run-notebooks --only). Exit status 0 when everything is as expected.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -59,9 +60,11 @@ versions > "$out/after-install.json"
 uv pip install -q -p "$venv/bin/python" papermill ipykernel nbformat
 versions > "$out/after.json"
 
-echo "check-runtime $name: running the course in smoke mode"
+only=$(sed -n 's/^# run: *//p' "$profile")
+echo "check-runtime $name: running the course in smoke mode${only:+ (only $only)}"
 set +e
-PJRT_DEVICE=CPU MPLBACKEND=Agg WANDB_MODE=offline "$venv/bin/course-lib" run-notebooks --smoke --out "$out/run" --timeout 1500
+PJRT_DEVICE=CPU MPLBACKEND=Agg WANDB_MODE=offline "$venv/bin/course-lib" run-notebooks --smoke --out "$out/run" --timeout 1500 \
+  ${only:+--only "$only"}
 set -e
 
 "$venv/bin/python" - "$name" "$profile" "$out" "$start" <<'PY'
