@@ -26,6 +26,7 @@ import time
 import tomllib
 from pathlib import Path
 from . import __version__
+from .checks import check_choice, check_settings
 from .errors import CourseLibError
 from .outputs import check_folder, check_free, claim_folder, folder_lock, swap_in, write_text_atomic
 
@@ -678,7 +679,12 @@ def _data_parser(sub):
         "--seed", type=int, default=42, help="random seed; the same seed writes the same files (default: 42)"
     )
     k = dsub.add_parser("kaggle", help="download the SIIM-ISIC JPEGs with the Kaggle API (needs credentials)")
-    k.add_argument("--out", required=True, type=Path, help="folder to download and unzip into")
+    k.add_argument("--out", required=True, type=Path, help="new or empty folder to download and unzip into")
+    k.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="download again, also into a folder that holds files the course did not write",
+    )
     k.add_argument(
         "--size",
         type=int,
@@ -834,18 +840,21 @@ def _check_train_args(a) -> None:
     from course_lib.engine import ARCHS, PRECISIONS
     from course_lib.xla import XLA_PRECISIONS
 
+    numbers = (
+        "epochs",
+        "accumulate",
+        "batch_size",
+        "img_size",
+        "lr",
+        "seed",
+        "num_workers",
+        "fold",
+        "devices",
+    )
+    check_settings(**{k: getattr(a, k) for k in numbers})  # the limits every engine shares
+    check_choice("precision", a.precision, PRECISIONS)
     checks = [
-        (a.epochs >= 1, f"--epochs must be at least 1, got {a.epochs}"),
-        (a.accumulate >= 1, f"--accumulate must be at least 1, got {a.accumulate}"),
-        (a.batch_size >= 1, f"--batch-size must be at least 1, got {a.batch_size}"),
-        (a.img_size >= 16, f"--img-size must be at least 16, got {a.img_size}"),
-        (a.lr > 0 and math.isfinite(a.lr), f"--lr must be a positive finite number, got {a.lr}"),
-        (0 <= a.seed < 2**32, f"--seed must be between 0 and {2**32 - 1}, got {a.seed}"),
         (a.arch in ARCHS, f"unknown --arch {a.arch!r}; choose one of {', '.join(ARCHS)}"),
-        (
-            a.precision in PRECISIONS,
-            f"--precision must be one of {', '.join(PRECISIONS)}, got {a.precision!r}",
-        ),
         (a.data is None or a.data.is_dir(), f"--data {a.data} is not a folder"),
         (
             a.data is None or (a.data / "train.csv").is_file(),
@@ -867,9 +876,6 @@ def _check_train_args(a) -> None:
             a.engine != "xla" or not a.channels_last,
             "--channels-last is supported by the pytorch and lightning engines, not xla",
         ),
-        (a.num_workers >= 0, f"--num-workers must be 0 or more, got {a.num_workers}"),
-        (a.fold >= 0, f"--fold must be 0 or more, got {a.fold}"),
-        (a.devices >= 1, f"--devices must be at least 1, got {a.devices}"),
         (
             a.devices == 1 or a.engine == "lightning",
             f"--devices {a.devices} needs --engine lightning (DDP); the {a.engine} engine uses one device",
@@ -1163,6 +1169,9 @@ def train(
         epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints"
     )
     engine = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine]
+    # W&B stages a copy of every logged checkpoint in its data folder (default: under the home folder) and
+    # keeps an offline run's copies: they stay with the run
+    os.environ.setdefault("WANDB_DATA_DIR", str((a.out / "wandb-data").resolve()))
     if not _is_global_zero():  # a DDP process started by the first one, which holds OUT
         seed_everything(a.seed)
         return engine(a, pretrained, df, data_dir, loader_kw, run_kw)
@@ -1204,7 +1213,7 @@ def _cmd_data(a) -> int:
         )
         print(f"wrote {a.n} images and train.csv to {out}")
     else:
-        print(f"downloaded to {data.download_kaggle(a.out, size=a.size)}")
+        print(f"downloaded to {data.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
     return 0
 
 

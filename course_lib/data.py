@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFilter
+from .checks import check_settings
 from .errors import CourseLibError  # also importable from here, as before
-from .outputs import check_folder, claim_folder
+from .outputs import check_folder, claim_folder, folder_kind
 
 # %% auto #0
 __all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'FASHION_CLASSES', 'find_kaggle_credentials', 'download_kaggle',
@@ -78,14 +79,19 @@ KAGGLE_HELP = (
 def download_kaggle(
     out,  # the folder that gets train.csv and train/
     size: int = 256,  # image side: one of KAGGLE_DATASETS' sizes
-    force: bool = False,  # download again even when train.csv is there
+    force: bool = False,  # download again, also into a folder that holds other files
 ) -> Path:
-    "Download and unzip the Kaggle melanoma JPEGs of `size` px into `out`; needs credentials and network."
+    """Download and unzip the Kaggle melanoma JPEGs of `size` px into `out`; needs credentials and network.
+    `out` is marked as finished only after the whole set is unzipped, so a sample set or a half-finished
+    download never counts as the real data."""
     out = Path(out)
     if size not in KAGGLE_DATASETS:
         raise CourseLibError(f"--size must be one of {sorted(KAGGLE_DATASETS)}, got {size}")
-    if (out / "train.csv").exists() and not force:
+    done, started = f"kaggle-{size}", f"kaggle-{size}-started"
+    if folder_kind(out) == done and (out / "train.csv").exists() and not force:
         return out
+    if folder_kind(out) != started:
+        check_folder(out, done, overwrite=force)
     if find_kaggle_credentials() is None:
         raise CourseLibError(KAGGLE_HELP)
     try:
@@ -94,12 +100,12 @@ def download_kaggle(
         raise CourseLibError("the Kaggle client is missing: pip install 'course_lib[kaggle]'")
     except SystemExit:
         raise CourseLibError("Kaggle rejected the credentials (401/403): create a new token. " + KAGGLE_HELP)
-    out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, started, overwrite=True)  # a download that stops here is resumed, not trusted
     try:
         kaggle.api.dataset_download_files(KAGGLE_DATASETS[size], path=str(out), unzip=True, quiet=False)
     except Exception as e:
         raise CourseLibError(f"Kaggle download of {KAGGLE_DATASETS[size]} failed: {e}") from None
-    return out
+    return claim_folder(out, done, overwrite=True)
 
 # %% ../nbs/01_data.ipynb #c014
 _SKIN = [(233, 196, 170), (224, 172, 140), (198, 142, 110), (160, 110, 80), (240, 210, 190)]
@@ -204,12 +210,7 @@ def make_sample_dataset(
 ) -> Path:
     """Write a Kaggle-layout sample set (`train.csv`, `train/*.jpg`) of `n` synthetic images to `out`: a new
     or empty folder, an earlier sample set, or any folder with `overwrite`."""
-    if n < 1:
-        raise CourseLibError(f"--n must be at least 1, got {n}")
-    if img_size < 16:
-        raise CourseLibError(f"--img-size must be at least 16 pixels, got {img_size}")
-    if not 0 <= pos_rate <= 1:
-        raise CourseLibError(f"pos_rate must be between 0 and 1, got {pos_rate}")
+    check_settings(n=n, img_size=img_size, pos_rate=pos_rate, seed=seed)
     out, rng = check_folder(out, "sample", overwrite), np.random.default_rng(seed)
     df = sample_table(n, img_size, pos_rate, rng)
     out.parent.mkdir(parents=True, exist_ok=True)

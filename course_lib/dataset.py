@@ -31,9 +31,10 @@ def image_path(
     data_dir,  # a folder in the Kaggle layout
     image_name: str,  # a train.csv image_name, without .jpg
 ) -> Path:
-    "The JPEG of `image_name` inside `data_dir`/train; refuses names that would point outside it."
-    train = (Path(data_dir) / "train").resolve()
-    p = (train / f"{image_name}.jpg").resolve()
+    """The JPEG of `image_name` inside `data_dir`/train; refuses names that would point outside it. The check
+    reads the name, not the file: a symlink into a cache (DVC, git-annex) is an image like any other."""
+    train = Path(os.path.abspath(Path(data_dir) / "train"))
+    p = Path(os.path.normpath(train / f"{image_name}.jpg"))
     if Path(str(image_name)).is_absolute() or train not in p.parents:
         raise CourseLibError(f"image_name {image_name!r} points outside {train}")
     return p

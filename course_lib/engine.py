@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
+from .checks import check_choice, check_settings
 from .errors import CourseLibError
 from .dataset import normalize_batch
 
@@ -123,8 +124,7 @@ def autocast(
 ):
     """The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every
     precision)."""
-    if precision not in PRECISIONS:
-        raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    check_choice("precision", precision, PRECISIONS)
     return torch.autocast(
         device.type,
         dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16,
@@ -163,8 +163,7 @@ def resolve_precision(
 ) -> str:
     "The precision `fit` will use on `device`: fp16 becomes the CPU's best choice there, with a notice."
     device = torch.device(device)
-    if precision not in PRECISIONS:
-        raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    check_choice("precision", precision, PRECISIONS)
     if device.type != "cpu":
         return precision
     if precision == "16-mixed":  # fp16 autocast is a GPU feature (Lightning makes the same switch)
@@ -226,8 +225,7 @@ def train_one_epoch(
     "Train `model` for one pass over `loader`; returns the mean training loss per image."
     from tqdm.auto import tqdm
 
-    if accumulate < 1:
-        raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
+    check_settings(accumulate=accumulate)
     scaler = scaler or torch.amp.GradScaler(device.type, enabled=False)
     model.train()
     if hasattr(getattr(loader, "sampler", None), "set_epoch"):
@@ -291,9 +289,12 @@ def save_checkpoint(
     "torch.save `state` to `path` atomically (temporary file + rename)."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # one temporary name per process
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -397,8 +398,7 @@ def fit(
     the history."""
     from tqdm.auto import tqdm
 
-    if epochs < 1:
-        raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
+    check_settings(epochs=epochs, lr=lr, accumulate=accumulate, patience=patience, seed=seed)
     if resume and not checkpoint_dir:
         raise CourseLibError("resuming needs a checkpoint_dir")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

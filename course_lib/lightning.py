@@ -13,6 +13,7 @@ import torch
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from fastcore.basics import patch
+from .checks import check_choice, check_settings
 from .errors import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
 from course_lib.engine import (
@@ -178,8 +179,7 @@ def lightning_precision(
     accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 07)
 ) -> str:
     "Lightning's name for a course precision ('32' -> '32-true')."
-    if precision not in PRECISIONS:
-        raise CourseLibError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    check_choice("precision", precision, PRECISIONS)
     if not is_tpu(accelerator):
         return "32-true" if precision == "32" else precision
     # Lightning's XLA plugin takes only 32-true, 16-true and bf16-true
@@ -199,10 +199,7 @@ def trainer_settings(
     devices: int = 1,  # one device unless you ask for DDP (below)
 ) -> dict:
     "The keyword arguments `fit_lightning` gives `pl.Trainer`, plus the history callback under 'callbacks'."
-    if epochs < 1:
-        raise CourseLibError(f"--epochs must be at least 1, got {epochs}")
-    if accumulate < 1:
-        raise CourseLibError(f"--accumulate must be at least 1, got {accumulate}")
+    check_settings(epochs=epochs, accumulate=accumulate, patience=patience, devices=devices)
     if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
         precision = resolve_precision(precision, "cpu")  # as chapter 03's fit: fp16 is a GPU setting
     callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=patience)]

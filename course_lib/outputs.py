@@ -50,9 +50,11 @@ def check_folder(
         raise CourseLibError(f"{out} is a file, not a folder: choose a folder for --out")
     if out.is_dir() and Path.cwd().resolve().is_relative_to(out.resolve()):
         raise CourseLibError(f"--out {out} holds the current folder: choose a folder of its own for --out")
-    if out.is_dir() and not overwrite and folder_kind(out) != kind and _listing(out):
+    found = folder_kind(out)
+    if out.is_dir() and not overwrite and found != kind and _listing(out):
+        what = f"a {found} folder, not a {kind} one" if found else "files that course_lib did not write there"
         raise CourseLibError(
-            f"{out} already holds files that course_lib did not write there ({_listing(out)}): "
+            f"{out} already holds {what} ({_listing(out)}): "
             f"choose a new or empty folder, or add {flag} to replace them"
         )
     return out

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
+from .checks import check_settings
 from .errors import CourseLibError
 from course_lib.engine import (
     WeightedFocalLoss,
@@ -376,8 +377,8 @@ def _check_flags(flags: dict) -> None:
         raise CourseLibError(f"unknown task {flags['task']!r}; choose one of {', '.join(TASKS)}")
     if flags["precision"] not in XLA_PRECISIONS:
         raise CourseLibError(f"--precision on XLA must be 32 or bf16-mixed, got {flags['precision']!r}")
-    if flags["epochs"] < 1 or flags["accumulate"] < 1:
-        raise CourseLibError("--epochs and --accumulate must be at least 1")
+    numbers = ("epochs", "accumulate", "batch_size", "img_size", "lr", "seed", "num_workers", "fold")
+    check_settings(**{k: flags[k] for k in numbers})  # the limits every engine shares
 
 
 def train_xla(

@@ -323,3 +323,30 @@ def test_fixable_images_are_converted_with_a_notice(convert, notice, data_copy, 
     validate_table(df, d)
     out = capsys.readouterr().out
     assert notice in out and len(out.strip().splitlines()) == 1, out
+
+
+@pytest.mark.parametrize("setting, value", [("epochs", 0), ("accumulate", -1), ("epochs", 2.5)])
+def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, sample_dir, tmp_path, capsys):
+    "The command line, and chapters 03's fit, 04's fit_lightning and 07's train_xla share one check."
+    from course_lib.engine import fit
+    from course_lib.errors import CourseLibError
+    from course_lib.lightning import fit_lightning
+    from course_lib.xla import train_xla
+
+    engines = [
+        lambda kw: fit(None, None, None, **kw),
+        lambda kw: fit_lightning(None, None, **kw),
+        lambda kw: train_xla(**kw),
+    ]
+    lines = set()
+    if isinstance(value, int):  # argparse itself refuses a non-integer --epochs
+        code, _, err = run_main(
+            capsys, "train", "--data", sample_dir, f"--{setting}", value, "--out", tmp_path
+        )
+        assert code == 1
+        lines.add(err.strip().removeprefix("course-lib: error: "))
+    for engine in engines:
+        with pytest.raises(CourseLibError) as e:
+            engine({setting: value})
+        lines.add(str(e.value))
+    assert lines == {f"--{setting} must be at least 1, got {value}"}, lines

@@ -56,7 +56,7 @@ def test_malignant_images_differ_learnably():
     [
         (dict(n=0), "--n must be at least 1"),
         (dict(img_size=8), "--img-size must be at least 16"),
-        (dict(pos_rate=1.5), "pos_rate must be between 0 and 1"),
+        (dict(pos_rate=1.5), "--pos-rate must be between 0 and 1"),
     ],
 )
 def test_sample_rejects_bad_parameters(tmp_path, kw, msg):

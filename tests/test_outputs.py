@@ -206,3 +206,36 @@ def test_truncated_lightning_checkpoint_on_resume_is_one_line(sample_dir, tmp_pa
         ["train", "--data", sample_dir, *lightning, "--epochs", "2", "--out", out, "--resume"],
         "is damaged or not a course_lib checkpoint",
     )
+
+
+def test_a_sample_set_or_a_half_finished_download_is_not_the_kaggle_data(tmp_path, monkeypatch):
+    from course_lib import data
+    from course_lib.errors import CourseLibError
+
+    sample = data.make_sample_dataset(tmp_path / "sample", n=5, img_size=32)
+    monkeypatch.setenv("KAGGLE_API_TOKEN", "x")  # credentials found: the folder is checked first
+    with pytest.raises(CourseLibError, match="holds a sample folder, not a kaggle-256 one"):
+        data.download_kaggle(sample)
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "train.csv").write_text("image_name,target\n")
+    (tmp_path / "half" / MARKER).write_text("kaggle-256-started\n")
+    monkeypatch.setitem(__import__("sys").modules, "kaggle", None)  # stop right after the folder check
+    with pytest.raises(CourseLibError, match="the Kaggle client is missing"):
+        data.download_kaggle(tmp_path / "half")  # not returned as downloaded: the download starts again
+
+
+def test_symlinked_images_from_a_cache_are_images(sample_dir, tmp_path, capsys):
+    import shutil
+    import pandas as pd
+    from course_lib.dataset import validate_table
+
+    cache, d = tmp_path / "cache", tmp_path / "d"
+    shutil.copytree(sample_dir / "train", cache)
+    (d / "train").mkdir(parents=True)
+    for p in cache.iterdir():
+        (d / "train" / p.name).symlink_to(p)
+    shutil.copy(sample_dir / "train.csv", d / "train.csv")
+    df = pd.read_csv(d / "train.csv")
+    assert validate_table(df, d) is df
+    code, _, err = run_main(capsys, "train", "--data", d, *TRAIN, "--out", tmp_path / "out")
+    assert code == 0, err
