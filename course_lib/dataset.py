@@ -72,8 +72,7 @@ def _check_image(p: Path, size: tuple | None = None) -> str | None:
 def _check_cells(
     df: pd.DataFrame,  # a table with image_name and target
 ) -> None:
-    """Refuse empty image names and patient ids, and an image listed twice (it could land in both the
-    training and the validation fold)."""
+    "Refuse empty image names and patient ids, before any name is turned into a path."
     for col in ("image_name", "patient_id"):
         if col not in df.columns:
             continue
@@ -83,6 +82,12 @@ def _check_cells(
             raise CourseLibError(
                 f"{col} is empty in {len(empty)} row(s), e.g. line {row} of train.csv: fill it in"
             )
+
+
+def _check_unique(
+    df: pd.DataFrame,  # a table with image_name
+) -> None:
+    "Refuse an image listed twice: it could land in both the training and the validation fold."
     dup = df.image_name[df.image_name.duplicated()]
     if len(dup):
         raise CourseLibError(
@@ -113,6 +118,7 @@ def validate_table(
         )
     _check_cells(df)
     paths = [image_path(data_dir, n) for n in df.image_name]
+    _check_unique(df)
     if check_images:
         sizes = [None] * len(df)
         if {"width", "height"} <= set(df.columns):  # an empty or non-numeric cell: no size to compare
