@@ -70,25 +70,36 @@ def test_the_listener_sees_albumentations_version_check(listener, tmp_path):
 
 
 def test_training_with_wandb_offline_opens_no_connection(listener, sample_dir, tmp_path):
+    """No connection, even with a W&B key in ~/.netrc; W&B's staging copies stay in the run's folder, not
+    under the home folder; the recorded config holds no local path."""
+    from course_lib.offline_runs import read_offline_run
+
     proxy, accepted = listener
     (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "0" * 40 + "\n")
     (tmp_path / ".netrc").chmod(0o600)
-    env = _env(proxy, tmp_path, WANDB_DATA_DIR=str(tmp_path / "wandb-data"))
-    r = _run(
-        [
-            str(BIN / "course-lib"),
-            "train",
-            "--data",
-            str(sample_dir),
-            *TRAIN,
-            "--wandb",
-            "offline",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        env,
-        REPO,
-    )
+    env = _env(proxy, tmp_path)
+    env.pop("WANDB_DATA_DIR", None)  # the default: what a learner's shell has
+    out = tmp_path / "out"
+    cmd = [
+        str(BIN / "course-lib"),
+        "train",
+        "--data",
+        str(sample_dir),
+        *TRAIN,
+        "--wandb",
+        "offline",
+        "--out",
+        str(out),
+    ]
+    r = _run(cmd, env, REPO)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert (tmp_path / "out" / "metrics.json").exists()
+    assert (out / "metrics.json").exists()
     assert not accepted, f"{len(accepted)} connection(s) reached the proxy: {accepted[:3]}"
+    staged = [p for p in tmp_path.rglob("staging") if not p.is_relative_to(out)]  # ~/.cache/wandb: its log
+    assert not staged, f"W&B copied checkpoints under the home folder: {staged[:3]}"
+    copies = [p for p in (out / "wandb-data" / "artifacts" / "staging").rglob("*") if p.is_file()]
+    assert copies, "the staging copies are in the run's folder"
+    (run,) = (out / "wandb").glob("offline-run-*")
+    config = read_offline_run(run)["config"]
+    assert config["data"] == sample_dir.name and config["out"] == "out", config
+    assert not [k for k, v in config.items() if isinstance(v, str) and v.startswith("/")], config

@@ -73,3 +73,26 @@ def test_site_without_a_course_run_is_one_clear_error(tmp_path):
     r = run_cli("site", "--run", tmp_path / "nothing", "--out", tmp_path / "site", timeout=120)
     assert r.returncode == 1 and not (tmp_path / "site").exists()
     assert r.stderr.startswith("course-lib: error: ") and "run `course-lib run-notebooks --smoke" in r.stderr
+
+
+FAKE_SECRETS = {"WANDB_API_KEY": "f" * 40, "KAGGLE_USERNAME": "learner-fake", "KAGGLE_KEY": "k" * 32}
+
+
+def test_keys_in_the_environment_stay_out_of_the_run_and_the_site(course_run, tmp_path, monkeypatch):
+    """Chapter 08 run and the site built with W&B and Kaggle keys in the environment: neither the executed
+    notebooks nor any page holds them."""
+    from course_lib.cli import build_site, run_notebooks
+
+    for k, v in FAKE_SECRETS.items():
+        monkeypatch.setenv(k, v)
+    run = tmp_path / "run"
+    shutil.copytree(course_run, run, ignore=shutil.ignore_patterns("08_*", "wandb-data", "screenshots"))
+    rows = run_notebooks(REPO / "nbs", run, smoke=True, only="08_", log=lambda *a, **k: None)
+    assert rows[0]["status"] == "ok", rows
+    build_site(run, tmp_path / "site", root=REPO)
+    for folder in (run, tmp_path / "site"):
+        for p in folder.rglob("*"):
+            if p.is_file() and p.stat().st_size < 50_000_000:
+                text = p.read_bytes()
+                found = [k for k, v in FAKE_SECRETS.items() if v.encode() in text]
+                assert not found, f"{p.relative_to(tmp_path)} holds {found}"

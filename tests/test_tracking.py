@@ -118,7 +118,7 @@ def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_p
     """course-lib train --wandb offline (no key, no stdin): config, every epoch's metrics and the model
     artifacts are in the log."""
     out = tmp_path / engine
-    arch = "resnet18" if engine == "xla" else "efficientnet-b0"
+    arch = "resnet18"  # the logging is the subject, not the network: the smallest one that trains
     r = run_cli(
         "train",
         "--engine",
