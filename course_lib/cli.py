@@ -40,13 +40,14 @@ __all__ = ['SMOKE_PARAMETERS', 'RESULTS_FILE', 'SITE_EXTRA_PAGES', 'SITE_CONF', 
 # %% ../nbs/99_cli.ipynb #c006
 def find_notebooks(
     nbs_dir="nbs",  # the folder holding the notebooks
-    only: str | None = None,  # a glob or a text the names must match; None: all
+    only: str | None = None,  # globs or texts, separated by commas, one of which a name must match; None: all
 ) -> list[Path]:
-    """The numbered notebooks in `nbs_dir`, sorted; `only` keeps those whose name matches a glob or
-    contains the text."""
+    """The numbered notebooks in `nbs_dir`, sorted; `only` keeps those whose name matches one of its
+    comma-separated globs or contains one of its texts."""
     nbs = sorted(Path(nbs_dir).glob("[0-9][0-9]_*.ipynb"))
     if only:
-        nbs = [p for p in nbs if fnmatch.fnmatch(p.name, only) or only in p.name]
+        wanted = [w.strip() for w in only.split(",") if w.strip()]
+        nbs = [p for p in nbs if any(fnmatch.fnmatch(p.name, w) or w in p.name for w in wanted)]
     if not nbs:
         raise CourseLibError(f"no notebooks in {nbs_dir}" + (f" match {only!r}" if only else ""))
     return nbs
@@ -701,7 +702,11 @@ def _runner_parser(sub):
     r.add_argument(
         "--smoke", action="store_true", help="smoke mode: built-in sample data, tiny sizes, no network"
     )
-    r.add_argument("--only", help="run only notebooks whose name matches this glob or contains this text")
+    r.add_argument(
+        "--only",
+        help="run only notebooks whose name matches this glob or contains this text; several, separated by "
+        "commas: --only 01,05",
+    )
     r.add_argument(
         "--out",
         type=Path,
