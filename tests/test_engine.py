@@ -159,7 +159,7 @@ def test_nan_loss_stops_training_with_a_clear_message():
     def nan_loss(logits, y):
         return (logits * float("nan")).mean()
 
-    with pytest.raises(CourseLibError, match="the loss became nan by step 3"):
+    with pytest.raises(CourseLibError, match="the loss became nan in epoch 0, by step 3"):
         train_one_epoch(
             model, loader, nan_loss, torch.optim.SGD(model.parameters(), lr=0.1), torch.device("cpu")
         )
