@@ -599,7 +599,17 @@ def _taught(
     return [m for m in map(_module_of, notebooks) if m]
 
 
-def _site_sources(src, root, run_dir, chapters, modules_nbs, pages, extra, included, url) -> None:
+def _site_sources(
+    src: Path,  # an empty folder for the Sphinx sources
+    root: Path,  # the repository root
+    run_dir: Path,  # the course run whose executed chapters the pages show
+    chapters: list,  # the chapters' notebooks (nbs/NN_*.ipynb, the index left out)
+    modules_nbs: list,  # the library modules' notebooks outside the lesson path
+    pages: list,  # every notebook page, as nbs/NAME.ipynb
+    extra: list,  # the repository pages the site includes (SITE_EXTRA_PAGES that exist)
+    included: set,  # every repository path the site has a page for
+    url: str,  # the repository URL
+) -> None:
     "Write the site's Sphinx sources into `src`: the pages, the API reference, conf.py and static files."
     taught = {}  # module -> (notebook, title)
     for p in chapters + modules_nbs:
