@@ -15,20 +15,21 @@ from .errors import CourseLibError
 __all__ = ['LIMITS', 'option', 'check_settings', 'check_choice']
 
 # %% ../nbs/checks.ipynb #c004
-LIMITS = {  # setting: (type, lowest, highest, bounds allowed, what it must be)
-    "epochs": (numbers.Integral, 1, None, "both", "at least 1"),
-    "accumulate": (numbers.Integral, 1, None, "both", "at least 1"),
-    "batch_size": (numbers.Integral, 1, None, "both", "at least 1"),
-    "img_size": (numbers.Integral, 16, None, "both", "at least 16"),
-    "lr": (numbers.Real, 0, None, "neither", "a positive finite number"),
-    "seed": (numbers.Integral, 0, 2**32 - 1, "both", f"between 0 and {2**32 - 1}"),
-    "num_workers": (numbers.Integral, 0, None, "both", "0 or more"),
-    "fold": (numbers.Integral, 0, None, "both", "0 or more"),
-    "devices": (numbers.Integral, 1, None, "both", "at least 1"),
-    "patience": (numbers.Integral, 1, None, "both", "at least 1"),
-    "n": (numbers.Integral, 1, None, "both", "at least 1"),
-    "pos_rate": (numbers.Real, 0, 1, "both", "between 0 and 1"),
+LIMITS = {  # setting: (int or real, lowest, highest, bounds allowed, what it must be)
+    "epochs": ("int", 1, None, "both", "at least 1"),
+    "accumulate": ("int", 1, None, "both", "at least 1"),
+    "batch_size": ("int", 1, None, "both", "at least 1"),
+    "img_size": ("int", 16, None, "both", "at least 16"),
+    "lr": ("real", 0, None, "neither", "a positive finite number"),
+    "seed": ("int", 0, 2**32 - 1, "both", f"between 0 and {2**32 - 1}"),
+    "num_workers": ("int", 0, None, "both", "0 or more"),
+    "fold": ("int", 0, None, "both", "0 or more"),
+    "devices": ("int", 1, None, "both", "at least 1"),
+    "patience": ("int", 1, None, "both", "at least 1"),
+    "n": ("int", 1, None, "both", "at least 1"),
+    "pos_rate": ("real", 0, 1, "both", "between 0 and 1"),
 }
+_TYPES = {"int": numbers.Integral, "real": numbers.Real}  # what check_scalar accepts for each
 
 
 def option(
@@ -46,8 +47,8 @@ def check_settings(
     for name, value in settings.items():
         kind, low, high, bounds, must = LIMITS[name]
         try:
-            check_scalar(value, name, kind, min_val=low, max_val=high, include_boundaries=bounds)
-            ok = kind is not numbers.Real or math.isfinite(value)  # NaN passes every comparison
+            check_scalar(value, name, _TYPES[kind], min_val=low, max_val=high, include_boundaries=bounds)
+            ok = kind == "int" or math.isfinite(value)  # NaN passes every comparison
         except (TypeError, ValueError):
             ok = False
         if not ok or isinstance(value, bool):

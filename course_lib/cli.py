@@ -436,6 +436,22 @@ def _module_of(
     return None
 
 
+def _constant(
+    name: str,  # the constant's name
+    obj,  # its value
+) -> str:
+    """`name = value` for the reference, as valid Python (Sphinx highlights it as such): a long value, or one
+    whose repr is not Python, is shown as its type and size."""
+    import ast
+
+    text = f"{name} = {obj!r}"
+    with contextlib.suppress(SyntaxError):
+        if len(text) <= 400 and ast.parse(text):
+            return text
+    size = f"  # {len(obj)} entries, listed in its notebook" if hasattr(obj, "__len__") else ""
+    return f"{name} = {type(obj).__name__}(...){size}"
+
+
 def api_entries(
     module: str,  # a module of course_lib, e.g. "engine"
 ) -> list[dict]:
@@ -451,7 +467,7 @@ def api_entries(
         entry = dict(name=name, kind=kind, signature=None, doc=inspect.getdoc(obj) or "", params=[])
         if kind == "constant":
             entry["doc"] = ""
-            entry["signature"] = f"{name} = {obj!r}"[:400]
+            entry["signature"] = _constant(name, obj)
         elif inspect.isfunction(fn):
             sig = inspect.signature(fn)
             docs = docments(fn, full=False, args_kwargs=True)
@@ -582,7 +598,7 @@ def build_site(
             if r.returncode != 0:
                 last = (r.stderr or r.stdout).strip().splitlines()[-1][:300]
                 raise CourseLibError(f"sphinx-build failed: {last} ({out} was left as it was)")
-            claim_folder(built, "site")
+            claim_folder(built, "site", overwrite=True)  # the finished build, marked as a site
             swap_in(built, out)
         finally:
             shutil.rmtree(built, ignore_errors=True)
