@@ -73,9 +73,10 @@ def test_lightning_fits_on_xla_cpu(tmp_path):
     # a dot product of n terms rounds to about sqrt(n) * eps relative (eps = 1.2e-7; n <= 3 * 3 * 512 = 4608
     # in ResNet-18, so 8e-6), and the ~20 layers of the forward and the backward pass add up to about 1.6e-4.
     # The bound is 1e-3. Measured with ATen, oneDNN and XLA capped at AVX2: loss under 1e-4, gradient norm
-    # 1.2e-4 (9.0306 against 9.0295). Later steps are not comparable this way: Adam's first update is lr * g / (|g| + eps),
-    # about lr * sign(g), so a weight whose gradient is at rounding level moves by +-lr on either device, in
-    # a direction rounding decides (step 1 differed by 3.3e-3 relative on an AVX2 CPU, 6e-5 on AVX-512).
+    # 1.2e-4 (9.0306 against 9.0295). Later steps are not comparable this way: Adam's first update is
+    # lr * g / (|g| + eps), about lr * sign(g), so a weight whose gradient is at rounding level moves by
+    # +-lr on either device, in a direction rounding decides (step 1 differed by 3.3e-3 relative on an AVX2
+    # CPU, 6e-5 on AVX-512).
     assert abs(x[0] - c[0]) / c[0] < 1e-3, (x[0], c[0])
     gx, gc = r["first_grad_norm"], cpu["first_grad_norm"]
     assert gc > 0 and abs(gx - gc) / gc < 1e-3, (gx, gc)
