@@ -589,7 +589,7 @@ def build_site(
     extra = [p for p in SITE_EXTRA_PAGES if (root / p).exists()]
     included = {"README.md", *pages, *extra}
     with tempfile.TemporaryDirectory(prefix="course-site-") as src:
-        _site_sources(Path(src), root, run_dir, chapters, modules_nbs, pages, extra, included, url)
+        taught = _site_sources(Path(src), root, run_dir, chapters, modules_nbs, pages, extra, included, url)
         out.parent.mkdir(parents=True, exist_ok=True)
         built = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
         try:
@@ -603,16 +603,8 @@ def build_site(
         finally:
             shutil.rmtree(built, ignore_errors=True)
     n_pages = len([p for p in out.rglob("*.html") if not p.name.startswith(("genindex", "search"))])
-    modules = _taught(chapters + modules_nbs)
-    n_entries = sum(len(importlib.import_module(f"course_lib.{m}").__all__) for m in modules)
+    n_entries = sum(len(importlib.import_module(f"course_lib.{m}").__all__) for m in taught)
     return dict(pages=n_pages, api_entries=n_entries, seconds=round(time.time() - start, 1), site=str(out))
-
-
-def _taught(
-    notebooks: list,  # notebook paths
-) -> list[str]:
-    "The modules these notebooks export to."
-    return [m for m in map(_module_of, notebooks) if m]
 
 
 def _site_sources(
@@ -625,8 +617,9 @@ def _site_sources(
     extra: list,  # the repository pages the site includes (SITE_EXTRA_PAGES that exist)
     included: set,  # every repository path the site has a page for
     url: str,  # the repository URL
-) -> None:
-    "Write the site's Sphinx sources into `src`: the pages, the API reference, conf.py and static files."
+) -> dict:
+    """Write the site's Sphinx sources into `src`: the pages, the API reference, conf.py and static files.
+    Returns the modules the reference covers, each with its notebook and title."""
     taught = {}  # module -> (notebook, title)
     for p in chapters + modules_nbs:
         nb = json.loads((run_dir / p.name if p in chapters else p).read_text())
@@ -676,6 +669,7 @@ def _site_sources(
 
     shutil.copytree(Path(mathjax.__file__).parent / "static" / "mathjax" / "es5", src / "_static" / "mathjax")
     _favicon(src / "_static" / "favicon.png")
+    return taught
 
 # %% ../nbs/99_cli.ipynb #c023
 def _data_parser(sub):

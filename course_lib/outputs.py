@@ -19,6 +19,7 @@ __all__ = ['MARKER', 'LOCK_FILE', 'folder_kind', 'check_folder', 'claim_folder',
 
 # %% ../nbs/outputs.ipynb #c005
 MARKER = ".course_lib"  # the file that marks a folder as written by a course_lib command
+LOCK_FILE = ".lock"  # the file a running command holds locked in its folder
 
 
 def folder_kind(
@@ -33,7 +34,7 @@ def _listing(
     folder: Path,  # an existing folder
 ) -> str:
     "A few of `folder`'s entries, for an error message."
-    names = sorted(p.name for p in folder.iterdir() if p.name not in (MARKER, ".lock"))
+    names = sorted(p.name for p in folder.iterdir() if p.name not in (MARKER, LOCK_FILE))
     return ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
 
 # %% ../nbs/outputs.ipynb #c006
@@ -116,9 +117,6 @@ def swap_in(
     return out
 
 # %% ../nbs/outputs.ipynb #c016
-LOCK_FILE = ".lock"  # the file a running command holds locked in its folder
-
-
 def _lock(f, fcntl, out, what: str) -> None:
     "Lock the open file `f` without waiting; a CourseLibError naming the holder's process when it is held."
     try:
