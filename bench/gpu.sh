@@ -43,10 +43,11 @@ $PY -c "import torch, platform; print('python', platform.python_version(), 'torc
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$LOG" 2>&1 || true
 
 if [ "${GPU_SH_TINY:-0}" = 1 ]; then
-    BENCH=(--device cpu --arch resnet18 --img-size 32 --batch-size 4 --steps 2 --warmup 1 --rounds 1 --only 32)
+    BENCH=(--device cpu --arch resnet18 --img-size 32 --batch-size 4 --steps 2 --warmup 1 --rounds 1
+        --only 32 "32, accumulate 2")
     EPOCH=(--device cpu --n 24 --file-size 64 --img-size 32 --batch-size 8 --workers 1 --arch resnet18)
     PROFILE=(--device cpu --arch resnet18 --img-size 32 --batch-size 4 --steps 2 --rounds 1)
-    LOADER=(--n 40 --file-size 64 --img-size 32 --batch-size 8 --workers 1 --rounds 1)
+    LOADER=(--n 40 --file-size 64 --img-size 32 --batch-size 8 --workers 0 1 --rounds 1)
 else
     BENCH=(--device cuda --in-process --arch efficientnet-b0 --img-size 256 --batch-size 64
         --steps 100 --warmup 10 --rounds 5 --only 32 "bf16-mixed + channels_last")

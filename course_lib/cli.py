@@ -591,7 +591,8 @@ def build_site(
     with tempfile.TemporaryDirectory(prefix="course-site-") as src:
         taught = _site_sources(Path(src), root, run_dir, chapters, modules_nbs, pages, extra, included, url)
         out.parent.mkdir(parents=True, exist_ok=True)
-        built = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+        built = work / "html"  # myst-nb writes jupyter_execute/ beside Sphinx's output: inside `work` too
         try:
             cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", src, str(built)]
             r = subprocess.run(cmd, capture_output=True, text=True)
@@ -601,7 +602,7 @@ def build_site(
             claim_folder(built, "site", overwrite=True)  # the finished build, marked as a site
             swap_in(built, out)
         finally:
-            shutil.rmtree(built, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
     n_pages = len([p for p in out.rglob("*.html") if not p.name.startswith(("genindex", "search"))])
     n_entries = sum(len(importlib.import_module(f"course_lib.{m}").__all__) for m in taught)
     return dict(pages=n_pages, api_entries=n_entries, seconds=round(time.time() - start, 1), site=str(out))

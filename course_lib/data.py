@@ -19,10 +19,11 @@ from .errors import CourseLibError  # also importable from here, as before
 from .outputs import check_folder, claim_folder, folder_kind
 
 # %% auto #0
-__all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'FASHION_CLASSES', 'find_kaggle_credentials', 'download_kaggle',
-           'make_lesion_image', 'sample_table', 'write_sample_image', 'make_sample_dataset', 'cache_dir',
-           'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds', 'check_fold', 'check_no_leakage',
-           'plot_fold_balance', 'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
+__all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'SAMPLE_VERSION', 'SMOKE_SAMPLE_SIZE', 'FASHION_CLASSES',
+           'find_kaggle_credentials', 'download_kaggle', 'make_lesion_image', 'sample_table', 'write_sample_image',
+           'make_sample_dataset', 'cache_dir', 'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds',
+           'check_fold', 'check_no_leakage', 'plot_fold_balance', 'make_fashion_mnist_sample', 'fashion_mnist',
+           'record_results']
 
 # %% ../nbs/01_data.ipynb #c007
 KAGGLE_COLUMNS = [
@@ -177,7 +178,7 @@ def sample_table(
                     else _BENIGN_DIAGNOSES[rng.integers(len(_BENIGN_DIAGNOSES))],
                     benign_malignant="malignant" if target else "benign",
                     target=target,
-                    tfrecord=int(rng.integers(0, 15)),
+                    tfrecord=(patient - 1) % 15,  # like the author's folds: one per patient
                     width=size,
                     height=size,
                 )
@@ -235,6 +236,9 @@ def make_sample_dataset(
     return out
 
 # %% ../nbs/01_data.ipynb #c023
+SAMPLE_VERSION = 2  # part of the cache folder's name: a changed generator never reuses an old set
+
+
 def cache_dir() -> Path:
     "Where course_lib keeps generated data: $COURSE_LIB_CACHE or ~/.cache/course_lib."
     return Path(os.environ.get("COURSE_LIB_CACHE", Path.home() / ".cache" / "course_lib"))
@@ -247,12 +251,15 @@ def sample_data_dir(
     seed: int = 42,  # the same seed gives the same set
 ) -> Path:
     "The built-in sample set with these parameters, generated on first use."
-    out = cache_dir() / f"melanoma-sample-n{n}-px{img_size}-pos{pos_rate:g}-seed{seed}"
+    out = cache_dir() / f"melanoma-sample-v{SAMPLE_VERSION}-n{n}-px{img_size}-pos{pos_rate:g}-seed{seed}"
     if not (out / "train.csv").exists():
         make_sample_dataset(out, n=n, img_size=img_size, pos_rate=pos_rate, seed=seed, progress=True)
     return out
 
 # %% ../nbs/01_data.ipynb #c025
+SMOKE_SAMPLE_SIZE = 300  # images in the smoke runs' sample: every step runs, in half the default's time
+
+
 def get_data_dir(
     data_dir=None,  # a folder in the Kaggle layout; None: find one
     smoke: bool = False,  # never download: use the sample set
@@ -260,7 +267,7 @@ def get_data_dir(
     **sample_kw,  # passed to sample_data_dir
 ) -> Path:
     """A data folder: `data_dir` if given, else Kaggle's (with credentials, not in smoke mode), else the
-    built-in sample."""
+    built-in sample (SMOKE_SAMPLE_SIZE images in smoke mode, unless `n` is given)."""
     if data_dir is not None:
         return Path(data_dir)
     if not smoke and find_kaggle_credentials() is not None:
@@ -269,6 +276,8 @@ def get_data_dir(
         print(
             "No Kaggle credentials: using the built-in sample set (see `download_kaggle` for the real data)."
         )
+    if smoke:
+        sample_kw = {"n": SMOKE_SAMPLE_SIZE, **sample_kw}
     return sample_data_dir(**sample_kw)
 
 # %% ../nbs/01_data.ipynb #c030

@@ -1,4 +1,5 @@
 import atexit
+import json
 import os
 import shutil
 import subprocess
@@ -59,3 +60,30 @@ def no_kaggle_env(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / ".kaggle"))
     return {"HOME": str(tmp_path), "KAGGLE_CONFIG_DIR": str(tmp_path / ".kaggle")}
+
+
+RUNTIMES = {"colab-gpu": ("3.13", "2.11.0"), "colab-tpu": ("3.13", "2.9.0")}  # Python, torch
+FAKE_SECRETS = {"WANDB_API_KEY": "f" * 40, "KAGGLE_USERNAME": "learner-fake", "KAGGLE_KEY": "k" * 32}
+
+
+@pytest.fixture(scope="session")
+def runtime_runs():
+    """Run tools/check-runtime.sh for each Colab runtime once per session, with FAKE_SECRETS in the
+    environment (tests/test_site.py looks for them in what chapter 08 wrote); returns name -> (exit status,
+    summary, output)."""
+    runs = {}
+    for name in RUNTIMES:
+        r = subprocess.run(
+            ["bash", str(REPO / "tools" / "check-runtime.sh"), name],
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **FAKE_SECRETS},
+            timeout=2400,
+        )
+        print(r.stdout[-3000:])
+        summary_path = REPO / "_runtimes" / name / "summary.json"
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        runs[name] = (r.returncode, summary, r.stdout[-3000:] + r.stderr[-3000:])
+    return runs

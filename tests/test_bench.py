@@ -27,43 +27,6 @@ def test_bench_refuses_unknown_labels_and_in_process_on_cpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_writes_every_loop_and_the_ratios(tmp_path):
-    r = bench(
-        "bench.py",
-        "--device",
-        "cpu",
-        "--arch",
-        "resnet18",
-        "--img-size",
-        32,
-        "--batch-size",
-        4,
-        "--steps",
-        2,
-        "--warmup",
-        1,
-        "--rounds",
-        1,
-        "--only",
-        "32",
-        "32, accumulate 2",
-        "--out",
-        tmp_path,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads((tmp_path / "cpu_resnet18_32px_b4.json").read_text())
-    assert [row["config"] for row in res["rows"]] == ["32", "32, accumulate 2"]
-    for row in res["rows"]:
-        for loop in ("reference", "engine", "lightning"):
-            assert row[f"{loop}_images_per_second"] > 0 and row[f"{loop}_peak_memory_mb"] > 0
-        assert row["engine_ratio"] == round(
-            row["engine_images_per_second"] / row["reference_images_per_second"], 3
-        )
-    assert res["rows"][0]["speedup_vs_fp32"] == 1.0 and res["machine"]["torch"]
-    assert "| 32, accumulate 2 |" in (tmp_path / "cpu_resnet18_32px_b4.md").read_text()
-
-
-@pytest.mark.slow
 def test_epoch_bench_generates_the_sample_set_and_times_both_pipelines(tmp_path):
     r = bench(
         "epoch.py",
@@ -109,39 +72,6 @@ def test_epoch_bench_generates_the_sample_set_and_times_both_pipelines(tmp_path)
     assert all((gen / "train" / p.name).read_bytes() == p.read_bytes() for p in (ref / "train").glob("*.jpg"))
 
 
-@pytest.mark.slow
-def test_loader_bench_measures_every_pipeline_per_worker_count(tmp_path):
-    r = bench(
-        "loader.py",
-        "--n",
-        40,
-        "--file-size",
-        64,
-        "--img-size",
-        32,
-        "--batch-size",
-        8,
-        "--workers",
-        0,
-        1,
-        "--rounds",
-        1,
-        "--cache",
-        tmp_path / "data",
-        "--out",
-        tmp_path / "res",
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads((tmp_path / "res" / "loader_cpu_32px_b8_n40.json").read_text())
-    assert [row["workers"] for row in res["rows"]] == [0, 1] and res["images_per_pass"] == 36
-    names = ("minimal", "decode_only", "course", "course_float32", "course_set_random_seed")
-    names += ("course_unseeded", "course_cv2_single_thread")
-    for row in res["rows"]:
-        assert row["minimal_vs_minimal"] == 1.0
-        for k in names:
-            assert row[f"{k}_img_s"] > 0 and row[f"{k}_vs_minimal"] > 0, k
-
-
 def test_minimal_pipeline_does_the_course_augmentations_work(tmp_path):
     "Augmented: crops of the training size, uint8, each flip on its own, different draws per call."
     sys.path.insert(0, str(REPO / "bench"))
@@ -171,41 +101,15 @@ def test_minimal_pipeline_does_the_course_augmentations_work(tmp_path):
     assert len({(top, left) for _, top, left in seen}) > 5, "the crop moves"
 
 
-@pytest.mark.slow
-def test_profile_engine_lists_the_same_operators_for_every_loop(tmp_path):
-    r = bench(
-        "profile_engine.py",
-        "--device",
-        "cpu",
-        "--arch",
-        "resnet18",
-        "--img-size",
-        32,
-        "--batch-size",
-        4,
-        "--steps",
-        2,
-        "--rounds",
-        1,
-        "--out",
-        tmp_path,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads((tmp_path / "profile_cpu_resnet18_32px_b4_32.json").read_text())
-    loops = ("reference", "engine", "engine_per_step")
-    assert set(res["timed"]) == set(loops) and all(res["timed"][k]["median"] > 0 for k in loops)
-    conv = next(row for row in res["operators"] if row["op"] == "aten::convolution_backward")
-    assert all(conv[k]["calls"] == conv["reference"]["calls"] > 0 for k in loops), conv
-    assert "| wall time per step, ms |" in (tmp_path / "profile_cpu_resnet18_32px_b4_32.md").read_text()
-
-
-@pytest.mark.slow
-def test_gpu_script_runs_every_step_and_writes_under_out(tmp_path):
-    "bench/gpu.sh with its tiny CPU settings: the four steps finish and leave their results in $OUT."
+@pytest.fixture(scope="module")
+def tiny_gpu_run(tmp_path_factory):
+    """bench/gpu.sh with its tiny CPU settings, once for the module: its four steps are bench.py, epoch.py,
+    profile_engine.py and loader.py, whose results the tests below read. Returns (exit status, log, OUT)."""
     import os
 
-    out = tmp_path / "out"
-    env = dict(os.environ, GPU_SH_TINY="1", OUT=str(out), PYTHON=sys.executable, WHEELS=str(tmp_path))
+    tmp = tmp_path_factory.mktemp("gpu-sh")
+    out = tmp / "out"
+    env = dict(os.environ, GPU_SH_TINY="1", OUT=str(out), PYTHON=sys.executable, WHEELS=str(tmp))
     r = subprocess.run(
         ["bash", str(REPO / "bench" / "gpu.sh")],
         capture_output=True,
@@ -215,8 +119,14 @@ def test_gpu_script_runs_every_step_and_writes_under_out(tmp_path):
         timeout=900,
         stdin=subprocess.DEVNULL,
     )
-    log = (out / "gpu.log").read_text()
-    assert r.returncode == 0, log[-3000:]
+    return r.returncode, (out / "gpu.log").read_text(), out
+
+
+@pytest.mark.slow
+def test_gpu_script_runs_every_step_and_writes_under_out(tiny_gpu_run):
+    "bench/gpu.sh with its tiny CPU settings: the four steps finish and leave their results in $OUT."
+    code, log, out = tiny_gpu_run
+    assert code == 0, log[-3000:]
     exits = [line.split("exit ")[1] for line in log.splitlines() if "] exit " in line]
     assert len(exits) == 4 and all(e.startswith("0:") for e in exits), exits
     for name in (
@@ -227,3 +137,42 @@ def test_gpu_script_runs_every_step_and_writes_under_out(tmp_path):
     ):
         assert json.loads((out / name).read_text()), name
     assert not (out / ".data").exists(), "the generated images are removed"
+
+
+@pytest.mark.slow
+def test_bench_writes_every_loop_and_the_ratios(tiny_gpu_run):
+    _, log, out = tiny_gpu_run
+    res = json.loads((out / "cpu_resnet18_32px_b4.json").read_text())
+    assert [row["config"] for row in res["rows"]] == ["32", "32, accumulate 2"], log[-3000:]
+    for row in res["rows"]:
+        for loop in ("reference", "engine", "lightning"):
+            assert row[f"{loop}_images_per_second"] > 0 and row[f"{loop}_peak_memory_mb"] > 0
+        assert row["engine_ratio"] == round(
+            row["engine_images_per_second"] / row["reference_images_per_second"], 3
+        )
+    assert res["rows"][0]["speedup_vs_fp32"] == 1.0 and res["machine"]["torch"]
+    assert "| 32, accumulate 2 |" in (out / "cpu_resnet18_32px_b4.md").read_text()
+
+
+@pytest.mark.slow
+def test_profile_engine_lists_the_same_operators_for_every_loop(tiny_gpu_run):
+    _, log, out = tiny_gpu_run
+    res = json.loads((out / "profile_cpu_resnet18_32px_b4_32.json").read_text())
+    loops = ("reference", "engine", "engine_per_step")
+    assert set(res["timed"]) == set(loops) and all(res["timed"][k]["median"] > 0 for k in loops)
+    conv = next(row for row in res["operators"] if row["op"] == "aten::convolution_backward")
+    assert all(conv[k]["calls"] == conv["reference"]["calls"] > 0 for k in loops), conv
+    assert "| wall time per step, ms |" in (out / "profile_cpu_resnet18_32px_b4_32.md").read_text()
+
+
+@pytest.mark.slow
+def test_loader_bench_measures_every_pipeline_per_worker_count(tiny_gpu_run):
+    _, log, out = tiny_gpu_run
+    res = json.loads((out / "loader_cpu_32px_b8_n40.json").read_text())
+    assert [row["workers"] for row in res["rows"]] == [0, 1] and res["images_per_pass"] == 36
+    names = ("minimal", "decode_only", "course", "course_float32", "course_set_random_seed")
+    names += ("course_unseeded", "course_cv2_single_thread")
+    for row in res["rows"]:
+        assert row["minimal_vs_minimal"] == 1.0
+        for k in names:
+            assert row[f"{k}_img_s"] > 0 and row[f"{k}_vs_minimal"] > 0, k

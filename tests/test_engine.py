@@ -17,7 +17,7 @@ from course_lib.engine import (
     save_checkpoint,
     train_one_epoch,
 )
-from conftest import run_cli
+from conftest import run_cli, run_main
 
 
 @pytest.fixture
@@ -175,15 +175,15 @@ def test_checkpoints_are_atomic_and_loaded_safely(tmp_path):
         load_checkpoint(tmp_path / "none.pt")
 
 
-TRAIN = ["train", "--epochs", 3, "--img-size", 48, "--batch-size", 16, "--seed", 42]
+TRAIN = ["train", "--epochs", 3, "--arch", "resnet18", "--img-size", 32, "--batch-size", 16, "--seed", 42]
 
 
 @pytest.mark.slow
-def test_pytorch_and_lightning_agree_per_epoch(tmp_path):
+def test_pytorch_and_lightning_agree_per_epoch(sample_dir, tmp_path):
     "Same seed, data order and initial weights: both engines give the same numbers (CPU, fp32)."
     runs = {}
     for engine in ("pytorch", "lightning"):
-        r = run_cli(*TRAIN, "--engine", engine, "--out", tmp_path / engine, timeout=900)
+        r = run_cli(*TRAIN, "--data", sample_dir, "--engine", engine, "--out", tmp_path / engine, timeout=900)
         assert r.returncode == 0, r.stderr[-2000:]
         runs[engine] = json.loads((tmp_path / engine / "metrics.json").read_text())
         assert runs[engine]["engine"] == engine and (tmp_path / engine / "checkpoints").is_dir()
@@ -197,14 +197,17 @@ def test_pytorch_and_lightning_agree_per_epoch(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning"])
-def test_normalize_on_device_trains_identically(engine, tmp_path):
+def test_normalize_on_device_trains_identically(engine, sample_dir, tmp_path, capsys):
     """uint8 batches normalised by the engine (the default) give the same numbers to the last bit as
     --no-normalize-on-device's float batches."""
     runs = {}
     for flag in (["--no-normalize-on-device"], []):
         out = tmp_path / ("float" if flag else "uint8")
-        r = run_cli(
+        code, _, err = run_main(
+            capsys,
             "train",
+            "--data",
+            sample_dir,
             "--epochs",
             2,
             "--img-size",
@@ -218,9 +221,8 @@ def test_normalize_on_device_trains_identically(engine, tmp_path):
             *flag,
             "--out",
             out,
-            timeout=900,
         )
-        assert r.returncode == 0, r.stderr[-2000:]
+        assert code == 0, err[-2000:]
         runs[out.name] = json.loads((out / "metrics.json").read_text())["epochs"]
     for a, b in zip(runs["float"], runs["uint8"], strict=True):
         for k in ("train_loss", "valid_loss", "valid_auc"):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 from torch import nn
-from conftest import run_cli
+from conftest import run_main
 from course_lib.data import add_folds
 from course_lib.engine import WeightedFocalLoss, create_model, train_one_epoch
 
@@ -126,12 +126,13 @@ def _odd_batch_size(data_dir):
 @pytest.mark.parametrize(
     "precision, tolerance", [("32", 1e-5), ("bf16-mixed", 1e-3), ("16-mixed", 1e-3)]
 )  # 16-mixed: bf16 on CPU, both engines
-def test_engines_agree_with_accumulation(sample_dir, tmp_path, precision, tolerance):
+def test_engines_agree_with_accumulation(sample_dir, tmp_path, capsys, precision, tolerance):
     "course-lib train --precision P --accumulate 2 works for both engines, and they agree per epoch."
     bs = _odd_batch_size(sample_dir)
     runs = {}
     for engine in ("pytorch", "lightning"):
-        r = run_cli(
+        code, _, err = run_main(
+            capsys,
             "train",
             "--data",
             sample_dir,
@@ -143,17 +144,18 @@ def test_engines_agree_with_accumulation(sample_dir, tmp_path, precision, tolera
             2,
             "--epochs",
             2,
+            "--arch",
+            "resnet18",
             "--img-size",
-            48,
+            32,
             "--batch-size",
             bs,
             "--seed",
             42,
             "--out",
             tmp_path / engine,
-            timeout=900,
         )
-        assert r.returncode == 0, r.stderr[-2000:]
+        assert code == 0, err[-2000:]
         runs[engine] = json.loads((tmp_path / engine / "metrics.json").read_text())["epochs"]
     assert len(runs["pytorch"]) == len(runs["lightning"]) == 2
     for a, b in zip(runs["pytorch"], runs["lightning"]):

@@ -6,35 +6,12 @@ the TPU profile runs chapter 07. The course command runs them all on CI's versio
 
 import fnmatch
 import json
-import subprocess
 import pytest
 from course_lib.cli import find_notebooks
-from conftest import REPO
+from conftest import REPO, RUNTIMES
 from test_lowest import CHAPTERS as LOWEST
 
-RUNTIMES = {"colab-gpu": ("3.13", "2.11.0"), "colab-tpu": ("3.13", "2.9.0")}
 NOTEBOOKS = [p.name for p in find_notebooks(REPO / "nbs") if not fnmatch.fnmatch(p.name, LOWEST)]
-
-
-@pytest.fixture(scope="session")
-def runtime_runs():
-    """Run tools/check-runtime.sh for each Colab runtime once per session; returns name -> (exit status,
-    summary)."""
-    runs = {}
-    for name in RUNTIMES:
-        r = subprocess.run(
-            ["bash", str(REPO / "tools" / "check-runtime.sh"), name],
-            cwd=REPO,
-            text=True,
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            timeout=2400,
-        )
-        print(r.stdout[-3000:])
-        summary_path = REPO / "_runtimes" / name / "summary.json"
-        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-        runs[name] = (r.returncode, summary, r.stdout[-3000:] + r.stderr[-3000:])
-    return runs
 
 
 @pytest.mark.slow
