@@ -1,8 +1,7 @@
 """Every bad input we tried, through the command line's `main` in this process: one clear line, exit 1,
 nothing written.
 
-The table CASES is the source of the "Bad input" table in README.md (Troubleshooting); a test keeps them in
-sync."""
+The table CASES is the source of the "Bad input" table in TROUBLESHOOTING.md; a test keeps them in sync."""
 
 import re
 import shutil
@@ -294,10 +293,10 @@ def test_resume_with_other_settings_names_them(sample_dir, tmp_path):
     assert train(2, 32, "--resume").returncode == 0, "more epochs with the same settings resume"
 
 
-def test_readme_lists_every_bad_input():
-    readme = (REPO / "README.md").read_text()
+def test_troubleshooting_lists_every_bad_input():
+    page = (REPO / "TROUBLESHOOTING.md").read_text()
     for what, *_ in CASES + ENV_CASES + [("--resume with settings that differ from the checkpoint's",)]:
-        assert f"| {what} |" in readme, f"README's bad-input table lacks: {what}"
+        assert f"| {what} |" in page, f"TROUBLESHOOTING.md's bad-input table lacks: {what}"
 
 
 @pytest.mark.parametrize(

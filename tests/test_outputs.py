@@ -186,7 +186,7 @@ def test_resume_accepts_the_same_data_folder_written_another_way(sample_dir, tmp
 
 
 def test_metrics_json_is_strict_json():
-    from course_lib.cli import _strict
+    from course_lib.runs import _strict
 
     data = {"best_valid_auc": float("nan"), "epochs": [{"valid_auc": float("inf"), "valid_loss": 0.5}]}
     assert json.loads(json.dumps(_strict(data), allow_nan=False)) == {

@@ -3,7 +3,7 @@
 import json
 import nbformat
 import pytest
-from course_lib.cli import find_notebooks, run_notebooks
+from course_lib.runner import find_notebooks, run_notebooks
 from course_lib.errors import CourseLibError
 from conftest import run_cli
 

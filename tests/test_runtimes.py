@@ -7,7 +7,7 @@ the TPU profile runs chapter 07. The course command runs them all on CI's versio
 import fnmatch
 import json
 import pytest
-from course_lib.cli import find_notebooks
+from course_lib.runner import find_notebooks
 from conftest import REPO, RUNTIMES
 from test_lowest import CHAPTERS as LOWEST
 

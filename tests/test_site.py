@@ -6,7 +6,7 @@ import re
 import shutil
 from pathlib import Path
 import pytest
-from course_lib.cli import find_notebooks
+from course_lib.runner import find_notebooks
 from conftest import FAKE_SECRETS, REPO, WANDB_DATA_DIR, run_cli
 from site_check import check
 
@@ -82,7 +82,7 @@ def test_keys_in_the_environment_stay_out_of_the_run_and_the_site(
     """Chapter 08 run with W&B and Kaggle keys in the environment (the colab-gpu runtime profile runs it so,
     see conftest.runtime_runs), and the site built with them there: neither the executed notebooks, nor
     W&B's files, nor any page holds them."""
-    from course_lib.cli import build_site
+    from course_lib.website import build_site
 
     _, summary, output = runtime_runs["colab-gpu"]
     rows = {r["notebook"]: r for r in summary.get("notebooks", [])}
