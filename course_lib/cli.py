@@ -134,7 +134,7 @@ ENGINES = ("pytorch", "lightning", "xla")
 
 
 def _train_parser(sub):
-    "The `train` sub-command (contract in DESIGN.md)."
+    "The `train` sub-command: its options, each with the help text `course-lib train --help` shows."
     t = sub.add_parser("train", help="train the melanoma classifier and write metrics.json and checkpoints")
     t.add_argument(
         "--data",
