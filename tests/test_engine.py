@@ -192,7 +192,6 @@ def test_pytorch_and_lightning_agree_per_epoch(sample_dir, tmp_path):
     for a, b in zip(pt, pl):
         for k in ("train_loss", "valid_loss", "valid_auc"):
             assert abs(a[k] - b[k]) < 1e-5, (k, a, b)
-    assert runs["pytorch"]["best_valid_auc"] > 0.7, "clearly better than chance (0.5) on the sample"
 
 
 @pytest.mark.slow
