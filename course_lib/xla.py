@@ -32,7 +32,7 @@ from course_lib.engine import (
 # %% auto #0
 __all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'compile_count', 'XlaReplicas', 'Task', 'simple_cnn', 'fashion_task',
            'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'require_xla', 'xla_device_type', 'train_xla',
-           'check_no_recompilation']
+           'check_no_recompilation', 'xla_accelerator']
 
 # %% ../nbs/07_tpu.ipynb #c011
 def compile_count() -> int:
@@ -413,3 +413,37 @@ def check_no_recompilation(
             "changing shapes (drop_last=False), .item() inside the step, "
             "or Python branches on tensor values"
         )
+
+# %% ../nbs/07_tpu.ipynb #c050b
+def _xla_accelerator_class():
+    "Lightning's XLAAccelerator, counting the XLA runtime's devices (XLA:CPU included) instead of TPU chips."
+    import torch_xla.runtime as xr
+    from pytorch_lightning.accelerators import XLAAccelerator
+
+    class XLACPUAccelerator(XLAAccelerator):
+        @staticmethod
+        def auto_device_count() -> int:
+            return xr.global_runtime_device_count()
+
+        @staticmethod
+        def is_available() -> bool:
+            return xr.global_runtime_device_count() > 0
+
+        @staticmethod
+        def parse_devices(devices) -> int:  # the parent's version checks the TPU chip count
+            n = xr.global_runtime_device_count()
+            return n if devices in ("auto", -1) else int(devices)
+
+        @staticmethod
+        def get_parallel_devices(devices) -> list:
+            return [torch.device("xla", i) for i in range(devices)]
+
+    return XLACPUAccelerator
+
+
+def xla_accelerator():
+    """What to pass as `Trainer(accelerator=...)` for XLA: "tpu" on a TPU, else an XLAAccelerator on the
+    XLA runtime's own devices (XLA:CPU with PJRT_DEVICE=CPU)."""
+    import torch_xla.runtime as xr
+
+    return "tpu" if xr.device_type() == "TPU" else _xla_accelerator_class()()

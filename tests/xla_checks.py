@@ -34,31 +34,10 @@ def recompile(out):
 
 
 def _xla_cpu_accelerator():
-    """Stands in for a TPU in tests: Lightning's XLAAccelerator counts TPU chips; this one counts XLA:CPU
-    devices."""
-    import torch
-    import torch_xla.runtime as xr
-    from pytorch_lightning.accelerators import XLAAccelerator
+    "Chapter 07's stand-in for a TPU: an XLAAccelerator on the XLA:CPU devices."
+    from course_lib.xla import xla_accelerator
 
-    class XLACPUAccelerator(XLAAccelerator):
-        @staticmethod
-        def auto_device_count() -> int:
-            return xr.global_runtime_device_count()
-
-        @staticmethod
-        def is_available() -> bool:
-            return xr.global_runtime_device_count() > 0
-
-        @staticmethod
-        def parse_devices(devices) -> int:  # the parent's version checks against the TPU chip count
-            n = xr.global_runtime_device_count()
-            return n if devices in ("auto", -1) else int(devices)
-
-        @staticmethod
-        def get_parallel_devices(devices) -> list:
-            return [torch.device("xla", i) for i in range(devices)]
-
-    return XLACPUAccelerator()
+    return xla_accelerator()
 
 
 def _fit_module(out, where, accelerator, precision="32"):
