@@ -111,14 +111,16 @@ def run_reference(model, batches, warmup, device, precision, accumulate, channel
 def run_engine(model, batches, warmup, device, precision, accumulate, channels_last):
     "course_lib.engine.train_one_epoch, called once over all the batches, as a training run calls it."
     import torch
-    from course_lib.engine import WeightedFocalLoss, train_one_epoch
+    from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
 
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
-    kw = dict(precision=precision, accumulate=accumulate, scaler=scaler, channels_last=channels_last)
+    cfg = TrainConfig(precision=precision, accumulate=accumulate, channels_last=channels_last, progress=False)
     marks = []
-    train_one_epoch(model, Marked(batches, warmup, accumulate, device, marks), loss_fn, opt, device, **kw)
+    train_one_epoch(
+        model, Marked(batches, warmup, accumulate, device, marks), loss_fn, opt, device, cfg, scaler=scaler
+    )
     _sync(device)
     marks.append(time.perf_counter())
     return marks

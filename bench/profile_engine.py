@@ -31,22 +31,24 @@ LOOPS = ("reference", "engine", "engine_per_step")
 def run_engine(model, batches, device, precision):
     "One train_one_epoch over all the batches."
     import torch
-    from course_lib.engine import WeightedFocalLoss, train_one_epoch
+    from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
 
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
-    train_one_epoch(model, batches, loss_fn, opt, device, precision=precision)
+    train_one_epoch(model, batches, loss_fn, opt, device, TrainConfig(precision=precision, progress=False))
 
 
 def run_engine_per_step(model, batches, device, precision):
     "train_one_epoch once per batch: each call sets up an epoch and reads its loss back."
     import torch
-    from course_lib.engine import WeightedFocalLoss, train_one_epoch
+    from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
 
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
     for i in range(len(batches)):
-        train_one_epoch(model, batches[i : i + 1], loss_fn, opt, device, precision=precision)
+        train_one_epoch(
+            model, batches[i : i + 1], loss_fn, opt, device, TrainConfig(precision=precision, progress=False)
+        )
 
 
 def _reference(model, batches, device, precision):

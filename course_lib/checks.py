@@ -26,6 +26,7 @@ LIMITS = {  # setting: (int or real, lowest, highest, bounds allowed, what it mu
     "fold": ("int", 0, None, "both", "0 or more"),
     "devices": ("int", 1, None, "both", "at least 1"),
     "patience": ("int", 1, None, "both", "at least 1"),
+    "check_every": ("int", 1, None, "both", "at least 1"),
     "n": ("int", 1, None, "both", "at least 1"),
     "pos_rate": ("real", 0, 1, "both", "between 0 and 1"),
 }

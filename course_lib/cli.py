@@ -153,6 +153,12 @@ def _train_parser(sub):
         default="efficientnet-b0",
         help="efficientnet-b0..b7 or resnet18/34/50 (default: efficientnet-b0)",
     )
+    _add_training_options(t)
+    _add_run_options(t)
+
+
+def _add_training_options(t) -> None:
+    "What trains and how: resolution, epochs, batch, learning rate, precision, accumulation, fold, seed."
     t.add_argument("--img-size", type=int, default=128, help="training resolution in pixels (default: 128)")
     t.add_argument("--epochs", type=int, default=5, help="number of epochs (default: 5)")
     t.add_argument("--batch-size", type=int, default=32, help="images per batch (default: 32)")
@@ -180,6 +186,10 @@ def _train_parser(sub):
         help="with --pretrained: start from random weights when the pretrained ones cannot be loaded, "
         "instead of stopping",
     )
+
+
+def _add_run_options(t) -> None:
+    "Where it runs and what it writes: devices, workers, the run folder, resuming, W&B."
     t.add_argument(
         "--devices",
         type=int,
@@ -224,25 +234,12 @@ def _train_parser(sub):
     )
 
 # %% ../nbs/99_cli.ipynb #c027
-def _check_train_args(a) -> None:
-    "Refuse bad training arguments before any work starts."
-    from course_lib.engine import ARCHS, PRECISIONS
+def _argument_checks(a) -> list:
+    "(holds, message) for each rule that ties the training arguments to each other or to the disk."
+    from course_lib.engine import ARCHS
     from course_lib.xla import XLA_PRECISIONS
 
-    numbers = (
-        "epochs",
-        "accumulate",
-        "batch_size",
-        "img_size",
-        "lr",
-        "seed",
-        "num_workers",
-        "fold",
-        "devices",
-    )
-    check_settings(**{k: getattr(a, k) for k in numbers})  # the limits every engine shares
-    check_choice("precision", a.precision, PRECISIONS)
-    checks = [
+    return [
         (a.arch in ARCHS, f"unknown --arch {a.arch!r}; choose one of {', '.join(ARCHS)}"),
         (a.data is None or a.data.is_dir(), f"--data {a.data} is not a folder"),
         (
@@ -274,7 +271,26 @@ def _check_train_args(a) -> None:
             f"--resume: no checkpoints in {a.out / 'checkpoints'} to resume from",
         ),
     ]
-    for ok, msg in checks:
+
+
+def _check_train_args(a) -> None:
+    "Refuse bad training arguments before any work starts."
+    from course_lib.engine import PRECISIONS
+
+    numbers = (
+        "epochs",
+        "accumulate",
+        "batch_size",
+        "img_size",
+        "lr",
+        "seed",
+        "num_workers",
+        "fold",
+        "devices",
+    )
+    check_settings(**{k: getattr(a, k) for k in numbers})  # the limits every engine shares
+    check_choice("precision", a.precision, PRECISIONS)
+    for ok, msg in _argument_checks(a):
         if not ok:
             raise CourseLibError(msg)
     if _is_global_zero():  # DDP's other processes find the folder the first one claimed
@@ -293,7 +309,7 @@ def _check_train_args(a) -> None:
 def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     "Chapter 03's fit, with chapter 08's Tracker."
     from course_lib.dataset import make_dataloaders
-    from course_lib.engine import create_model, fit
+    from course_lib.engine import TrainConfig, create_model, fit
     from course_lib.tracking import Tracker
 
     model = create_model(a.arch, pretrained)
@@ -302,14 +318,10 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
         history = fit(
             model,
             *loaders,
-            lr=a.lr,
-            seed=a.seed,
-            channels_last=a.channels_last,
+            TrainConfig(lr=a.lr, seed=a.seed, channels_last=a.channels_last, resume=a.resume, **run_kw),
             config=_config(a),
-            resume=a.resume,
             on_step=tracker.on_step,
             on_epoch_end=tracker.on_epoch_end,
-            **run_kw,
         )
     history.pop("last_eval")
     return history

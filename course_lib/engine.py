@@ -10,7 +10,9 @@ import math
 import os
 import random
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 import numpy as np
 import torch
 from torch import nn
@@ -21,8 +23,9 @@ from .dataset import normalize_batch
 
 # %% auto #0
 __all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything',
-           'autocast', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'check_finite_loss', 'to_device',
-           'train_one_epoch', 'evaluate', 'save_checkpoint', 'load_checkpoint', 'epoch_row', 'history_dict', 'fit']
+           'autocast', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'check_finite_loss', 'TrainConfig',
+           'to_device', 'train_one_epoch', 'evaluate', 'save_checkpoint', 'load_checkpoint', 'epoch_row',
+           'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
@@ -191,6 +194,30 @@ def check_finite_loss(
             "use bf16 instead of fp16, or check the data for NaNs (earlier epochs' checkpoints are kept)"
         )
 
+# %% ../nbs/03_pytorch_loop.ipynb #c016n
+@dataclass
+class TrainConfig:
+    "Every setting of a training run, checked when it is made (nanoGPT's config pattern)."
+
+    epochs: int = 5  # the last epoch is epochs - 1
+    lr: float = 5e-4  # Adam's learning rate
+    precision: str = "32"  # one of PRECISIONS (chapter 05)
+    accumulate: int = 1  # micro-batches per optimizer step (chapter 06)
+    channels_last: bool = False  # NHWC images and weights (chapter 05)
+    patience: int = 3  # epochs without a better valid AUC before stopping
+    seed: int = 42  # each epoch seeds every generator with seed + epoch
+    checkpoint_dir: str | Path | None = None  # where best.pt and last.pt go; None: no checkpoints
+    resume: bool = False  # continue from checkpoint_dir/last.pt
+    progress: bool = True  # progress bars
+    check_every: int = 25  # steps between NaN checks and on_step calls
+
+    def __post_init__(self):
+        check_settings(epochs=self.epochs, lr=self.lr, accumulate=self.accumulate)
+        check_settings(patience=self.patience, seed=self.seed, check_every=self.check_every)
+        check_choice("precision", self.precision, PRECISIONS)
+        if self.resume and not self.checkpoint_dir:
+            raise CourseLibError("resuming needs a checkpoint_dir")
+
 # %% ../nbs/03_pytorch_loop.ipynb #c017
 def to_device(
     batch,  # an (images, targets) pair from a loader
@@ -209,38 +236,33 @@ def train_one_epoch(
     model,  # in training mode after the call
     loader,  # its sampler's set_epoch is called when it has one
     loss_fn,  # called as loss_fn(logits, targets)
-    optimizer,  # steps once per `accumulate` batches
+    optimizer,  # steps once per `cfg.accumulate` batches
     device,  # where the model is
+    cfg: TrainConfig | None = None,  # precision, accumulate, channels_last, progress, check_every
     *,
-    scheduler=None,  # stepped once per optimizer step
-    precision: str = "32",  # one of PRECISIONS (chapter 05)
-    accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
     scaler=None,  # a GradScaler for fp16; None: no scaling
-    progress: bool = False,  # show a progress bar
-    check_every: int = 25,  # steps between NaN checks and on_step calls
+    scheduler=None,  # stepped once per optimizer step
     epoch: int = 0,  # passed to the sampler and to on_step
-    channels_last: bool = False,  # NHWC images (chapter 05)
-    on_step=None,  # called as on_step(global_step, metrics) every check_every steps
+    on_step=None,  # called as on_step(global_step, metrics) every cfg.check_every steps
 ) -> float:
     "Train `model` for one pass over `loader`; returns the mean training loss per image."
     from tqdm.auto import tqdm
 
-    check_settings(accumulate=accumulate)
+    cfg = cfg or TrainConfig()
+    k = cfg.accumulate  # chapter 06
     scaler = scaler or torch.amp.GradScaler(device.type, enabled=False)
     model.train()
     if hasattr(getattr(loader, "sampler", None), "set_epoch"):
         loader.sampler.set_epoch(epoch)  # a new, reproducible order per epoch
-    total = torch.zeros((), device=device)
-    seen = 0
-    n = len(loader)
+    total, seen, n = torch.zeros((), device=device), 0, len(loader)
     optimizer.zero_grad(set_to_none=True)
-    for i, batch in enumerate(tqdm(loader, desc="train", leave=False, disable=not progress)):
-        x, y = to_device(batch, device, channels_last)
-        with autocast(precision, device):
+    for i, batch in enumerate(tqdm(loader, desc="train", leave=False, disable=not cfg.progress)):
+        x, y = to_device(batch, device, cfg.channels_last)
+        with autocast(cfg.precision, device):  # chapter 05
             logits = model(x)
         loss = loss_fn(logits.float(), y)
-        scaler.scale(loss / accumulate).backward()
-        if (i + 1) % accumulate == 0 or i + 1 == n:  # step every K micro-batches, and after the last one
+        scaler.scale(loss / k).backward()  # chapter 05: the scaler; chapter 06: 1/K per micro-batch
+        if (i + 1) % k == 0 or i + 1 == n:  # chapter 06: every K micro-batches, and after the last one
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
@@ -248,7 +270,7 @@ def train_one_epoch(
                 scheduler.step()
         total += loss.detach() * len(x)
         seen += len(x)
-        if (i + 1) % check_every == 0:  # a CPU-GPU sync point: not every step
+        if (i + 1) % cfg.check_every == 0:  # a CPU-GPU sync point: not every step
             check_finite_loss(total, i + 1, epoch)
             if on_step:
                 on_step(epoch * n + i + 1, {"train_loss_running": total.item() / seen, "epoch": epoch})
@@ -339,15 +361,15 @@ def history_dict(
     return dict(engine=engine, epochs=rows, best_valid_auc=max(aucs) if aucs else float("nan"), **extra)
 
 # %% ../nbs/03_pytorch_loop.ipynb #c024
-def _save_epoch(checkpoint_dir, improved, model, optimizer, scaler, state, ev, config):
+def _save_epoch(run, cfg, improved, state, ev, config):
     """Write last.pt (everything resuming needs) every epoch, and best.pt when AUC improved; returns
     last.pt's path."""
-    if not checkpoint_dir:
+    if not cfg.checkpoint_dir:
         return None
     ckpt = dict(
-        model=model.state_dict(),
-        optimizer=optimizer.state_dict(),
-        scaler=scaler.state_dict(),
+        model=run.model.state_dict(),
+        optimizer=run.optimizer.state_dict(),
+        scaler=run.scaler.state_dict(),
         epoch=state["epoch"],
         valid_auc=ev["valid_auc"],
         history=state["history"],
@@ -356,41 +378,66 @@ def _save_epoch(checkpoint_dir, improved, model, optimizer, scaler, state, ev, c
         config=config or {},
     )
     if improved:
-        save_checkpoint(Path(checkpoint_dir) / "best.pt", **ckpt)
-    return save_checkpoint(Path(checkpoint_dir) / "last.pt", **ckpt)
+        save_checkpoint(Path(cfg.checkpoint_dir) / "best.pt", **ckpt)
+    return save_checkpoint(Path(cfg.checkpoint_dir) / "last.pt", **ckpt)
 
 
-def _restore(path: Path, model, optimizer, scaler, state: dict) -> dict:
-    """Load last.pt into model, optimizer and scaler; returns the saved loop state (or `state` when there
-    is no last.pt)."""
+def _restore(path: Path, run, state: dict) -> dict:
+    """Load last.pt into the run's model, optimizer and scaler; returns the saved loop state (or `state`
+    when there is no last.pt)."""
     if not path.exists():
         print(f"no checkpoint at {path}: starting from epoch 0")
         return state
     ckpt = load_checkpoint(path)
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(ckpt["optimizer"])
-    scaler.load_state_dict(ckpt["scaler"])
+    run.model.load_state_dict(ckpt["model"])
+    run.optimizer.load_state_dict(ckpt["optimizer"])
+    run.scaler.load_state_dict(ckpt["scaler"])
     print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
     return {k: ckpt[k] for k in ("history", "best", "since_best", "epoch")}
+
+
+def _setup(model, cfg, loss_fn, device):
+    "The run's parts on `device`: model, loss, Adam, scaler; and cfg with the precision the device gets."
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cfg = replace(cfg, precision=resolve_precision(cfg.precision, device))  # fp16 on a CPU: its best
+    model, loss_fn = model.to(device), (loss_fn or WeightedFocalLoss()).to(device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "16-mixed")
+    return SimpleNamespace(
+        model=model, loss_fn=loss_fn, optimizer=optimizer, scaler=scaler, device=device
+    ), cfg
+
+
+def _epoch(run, loaders, cfg, epoch, on_step):
+    "One epoch of `fit`: seed from (seed, epoch), train, evaluate; its history row and evaluate's result."
+    # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
+    seed_everything(cfg.seed + epoch)
+    start = time.time()
+    train_loss = train_one_epoch(
+        run.model,
+        loaders[0],
+        run.loss_fn,
+        run.optimizer,
+        run.device,
+        cfg,
+        scaler=run.scaler,
+        epoch=epoch,
+        on_step=on_step,
+    )
+    ev = evaluate(run.model, loaders[1], run.loss_fn, run.device, cfg.precision, cfg.channels_last)
+    return epoch_row(epoch, train_loss, ev, time.time() - start), ev
 
 # %% ../nbs/03_pytorch_loop.ipynb #c025
 def fit(
     model,  # moved to the device and trained in place
     train_loader,  # the training loader (make_dataloaders)
     valid_loader,  # the validation loader
-    epochs: int = 5,  # the last epoch is epochs - 1
-    lr: float = 5e-4,  # Adam's learning rate
+    cfg: TrainConfig | None = None,  # the run's settings; None: TrainConfig()
     loss_fn=None,  # None: WeightedFocalLoss()
     device=None,  # None: cuda when available, else cpu
-    precision: str = "32",  # one of PRECISIONS; fp16 on a CPU becomes the CPU's best choice
-    accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
-    patience: int = 3,  # epochs without a better valid AUC before stopping
-    checkpoint_dir=None,  # where best.pt and last.pt go; None: no checkpoints
-    seed: int = 42,  # each epoch seeds every generator with seed + epoch
-    progress: bool = True,  # progress bars
-    config: dict | None = None,  # stored in the checkpoints
-    channels_last: bool = False,  # NHWC images and weights (chapter 05)
-    resume: bool = False,  # continue from checkpoint_dir/last.pt
+    config: dict | None = None,  # stored in the checkpoints (the command line stores its arguments)
     on_step=None,  # see train_one_epoch
     on_epoch_end=None,  # called as on_epoch_end(row, last_checkpoint_path, step=global_step)
 ) -> dict:
@@ -398,54 +445,28 @@ def fit(
     the history."""
     from tqdm.auto import tqdm
 
-    check_settings(epochs=epochs, lr=lr, accumulate=accumulate, patience=patience, seed=seed)
-    if resume and not checkpoint_dir:
-        raise CourseLibError("resuming needs a checkpoint_dir")
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    precision = resolve_precision(precision, device)  # fp16 on a CPU becomes what the CPU does best
-    model, loss_fn = model.to(device), (loss_fn or WeightedFocalLoss()).to(device)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
+    run, cfg = _setup(model, cfg or TrainConfig(), loss_fn, device)
     state = dict(history=[], best=-1.0, since_best=0, epoch=-1)
-    if resume:
-        state = _restore(Path(checkpoint_dir) / "last.pt", model, optimizer, scaler, state)
+    if cfg.resume:
+        state = _restore(Path(cfg.checkpoint_dir) / "last.pt", run, state)
     rows, ev = state["history"], None
-    bar = tqdm(range(state["epoch"] + 1, epochs), desc="epochs", disable=not progress)
+    bar = tqdm(range(state["epoch"] + 1, cfg.epochs), desc="epochs", disable=not cfg.progress)
     for epoch in bar:
-        if state["since_best"] >= patience:
+        if state["since_best"] >= cfg.patience:
             break  # a resumed run that had already stopped early
-        # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
-        seed_everything(seed + epoch)
-        start = time.time()
-        train_loss = train_one_epoch(
-            model,
-            train_loader,
-            loss_fn,
-            optimizer,
-            device,
-            precision=precision,
-            accumulate=accumulate,
-            scaler=scaler,
-            progress=progress,
-            epoch=epoch,
-            channels_last=channels_last,
-            on_step=on_step,
-        )
-        ev = evaluate(model, valid_loader, loss_fn, device, precision, channels_last)
-        rows.append(epoch_row(epoch, train_loss, ev, time.time() - start))
-        bar.set_postfix(train_loss=f"{train_loss:.4f}", valid_auc=f"{ev['valid_auc']:.3f}")
-        improved = ev["valid_auc"] > state["best"]
+        row, ev = _epoch(run, (train_loader, valid_loader), cfg, epoch, on_step)
+        rows.append(row)
+        bar.set_postfix(train_loss=f"{row['train_loss']:.4f}", valid_auc=f"{row['valid_auc']:.3f}")
+        improved = row["valid_auc"] > state["best"]
         state.update(
-            best=max(state["best"], ev["valid_auc"]),
+            best=max(state["best"], row["valid_auc"]),
             since_best=0 if improved else state["since_best"] + 1,
             epoch=epoch,
         )
-        last = _save_epoch(checkpoint_dir, improved, model, optimizer, scaler, state, ev, config)
+        last = _save_epoch(run, cfg, improved, state, ev, config)
         if on_epoch_end:
-            on_epoch_end(rows[-1], last, step=(epoch + 1) * len(train_loader))
-        if state["since_best"] >= patience:
-            print(f"early stop: no AUC gain for {patience} epochs")
+            on_epoch_end(row, last, step=(epoch + 1) * len(train_loader))
+        if state["since_best"] >= cfg.patience:
+            print(f"early stop: no AUC gain for {cfg.patience} epochs")
             break
     return history_dict("pytorch", rows, last_eval=ev)

@@ -256,8 +256,7 @@ def fit_lightning(
     checkpoint_dir=None,  # where best.ckpt and last.ckpt go; None: no checkpoints
     progress: bool = True,  # show Lightning's progress bar
     resume: bool = False,  # continue from checkpoint_dir/last.ckpt
-    devices: int = 1,  # >1: one process per device with DDP
-    **trainer_kw,  # more pl.Trainer arguments
+    **trainer_kw,  # more pl.Trainer arguments; devices=N (>1: one process per device with DDP), accelerator
 ) -> dict:
     "Fit `module` with a Lightning Trainer; returns the same history as chapter 03's `fit`."
     if resume and not checkpoint_dir:
@@ -270,7 +269,7 @@ def fit_lightning(
         checkpoint_dir,
         progress,
         accelerator=trainer_kw.pop("accelerator", "auto"),
-        devices=devices,
+        devices=trainer_kw.pop("devices", 1),
     )
     history = settings["callbacks"][0]
     trainer = pl.Trainer(**{**settings, **trainer_kw})

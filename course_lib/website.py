@@ -275,6 +275,47 @@ def build_site(
     return dict(pages=n_pages, api_entries=n_entries, seconds=round(time.time() - start, 1), site=str(out))
 
 
+def _site_notebook(path: Path, root: Path, included: set, url: str) -> dict:
+    "A notebook as the site shows it: site cells only, outputs without machine paths, links for the site."
+    nb = json.loads(path.read_text())
+    nb["cells"] = site_cells(nb["cells"])
+    for c in nb["cells"]:
+        for o in c.get("outputs", []):
+            if "text" in o:  # a stream: stdout or stderr
+                o["text"] = scrub_paths("".join(o["text"]), root)
+            for kind in ("text/plain", "text/html"):
+                if kind in o.get("data", {}):
+                    o["data"][kind] = scrub_paths("".join(o["data"][kind]), root)
+        if c["cell_type"] == "markdown":
+            c["source"] = site_markdown("".join(c["source"]), f"nbs/{path.name}", included, url)
+    return nb
+
+
+def _link_api(nb: dict, module: str) -> None:
+    "Insert, after the notebook's title, a line linking every name its module exports to the reference."
+    names = importlib.import_module(f"course_lib.{module}").__all__
+    links = ", ".join(f'<a href="../api/{module}.html#{n}"><code>{n}</code></a>' for n in names)
+    first_md = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown")
+    note = f"In the library, `course_lib.{module}` (API reference: {links})."
+    nb["cells"].insert(first_md + 1, {"cell_type": "markdown", "metadata": {}, "source": note})
+
+
+def _api_pages(api: Path, taught: dict) -> None:
+    "One reference page per module in `api`, and an index with the notebook that teaches each."
+    api.mkdir()
+    for module, (nb_name, title) in sorted(taught.items()):
+        (api / f"{module}.md").write_text(api_page(module, nb_name, title))
+    api_rows = "\n".join(
+        f"| [`course_lib.{m}`]({m}.md) | [{t}](../nbs/{n}) |" for m, (n, t) in sorted(taught.items())
+    )
+    api_toc = "\n".join(sorted(taught))
+    (api / "index.md").write_text(
+        "# API reference\n\n"
+        "Every name `course_lib` exports, by module, each with the notebook that teaches it.\n\n"
+        f"| module | taught in |\n|---|---|\n{api_rows}\n\n```{{toctree}}\n:hidden:\n{api_toc}\n```\n"
+    )
+
+
 def _site_sources(
     src: Path,  # an empty folder for the Sphinx sources
     root: Path,  # the repository root
@@ -289,40 +330,15 @@ def _site_sources(
     """Write the site's Sphinx sources into `src`: the pages, the API reference, conf.py and static files.
     Returns the modules the reference covers, each with its notebook and title."""
     taught = {}  # module -> (notebook, title)
+    (src / "nbs").mkdir(exist_ok=True)
     for p in chapters + modules_nbs:
-        nb = json.loads((run_dir / p.name if p in chapters else p).read_text())
-        nb["cells"] = site_cells(nb["cells"])
-        for c in nb["cells"]:
-            for o in c.get("outputs", []):
-                if "text" in o:  # a stream: stdout or stderr
-                    o["text"] = scrub_paths("".join(o["text"]), root)
-                for kind in ("text/plain", "text/html"):
-                    if kind in o.get("data", {}):
-                        o["data"][kind] = scrub_paths("".join(o["data"][kind]), root)
-            if c["cell_type"] == "markdown":
-                c["source"] = site_markdown("".join(c["source"]), f"nbs/{p.name}", included, url)
+        nb = _site_notebook(run_dir / p.name if p in chapters else p, root, included, url)
         module = _module_of(p)
         if module:
             taught[module] = (p.name, _title(nb)[0])
-            names = importlib.import_module(f"course_lib.{module}").__all__
-            links = ", ".join(f'<a href="../api/{module}.html#{n}"><code>{n}</code></a>' for n in names)
-            first_md = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown")
-            note = f"In the library, `course_lib.{module}` (API reference: {links})."
-            nb["cells"].insert(first_md + 1, {"cell_type": "markdown", "metadata": {}, "source": note})
-        (src / "nbs").mkdir(exist_ok=True)
+            _link_api(nb, module)
         (src / "nbs" / p.name).write_text(json.dumps(nb))
-    (src / "api").mkdir()
-    for module, (nb_name, title) in sorted(taught.items()):
-        (src / "api" / f"{module}.md").write_text(api_page(module, nb_name, title))
-    api_rows = "\n".join(
-        f"| [`course_lib.{m}`]({m}.md) | [{t}](../nbs/{n}) |" for m, (n, t) in sorted(taught.items())
-    )
-    api_toc = "\n".join(sorted(taught))
-    (src / "api" / "index.md").write_text(
-        "# API reference\n\n"
-        "Every name `course_lib` exports, by module, each with the notebook that teaches it.\n\n"
-        f"| module | taught in |\n|---|---|\n{api_rows}\n\n```{{toctree}}\n:hidden:\n{api_toc}\n```\n"
-    )
+    _api_pages(src / "api", taught)
     for page in extra:
         (src / page).parent.mkdir(parents=True, exist_ok=True)
         (src / page).write_text(site_markdown((root / page).read_text(), page, included, url))

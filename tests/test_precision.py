@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from conftest import run_main
 from course_lib.data import add_folds
-from course_lib.engine import WeightedFocalLoss, create_model, train_one_epoch
+from course_lib.engine import TrainConfig, WeightedFocalLoss, create_model, train_one_epoch
 
 CPU = torch.device("cpu")
 
@@ -40,7 +40,12 @@ def weights_after_epoch(data, accumulate, norm=False):
     torch.manual_seed(0)
     net = small_cnn(norm)
     train_one_epoch(
-        net, data, WeightedFocalLoss(), torch.optim.SGD(net.parameters(), lr=0.5), CPU, accumulate=accumulate
+        net,
+        data,
+        WeightedFocalLoss(),
+        torch.optim.SGD(net.parameters(), lr=0.5),
+        CPU,
+        TrainConfig(accumulate=accumulate),
     )
     return torch.cat([p.detach().flatten() for p in net.parameters()])
 
@@ -79,7 +84,7 @@ def test_optimizer_and_scheduler_step_once_per_group_including_the_last_partial_
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     data = [(x.flatten(1), y) for x, y in batches(n, 2)]
-    train_one_epoch(net, data, WeightedFocalLoss(), opt, CPU, scheduler=sched, accumulate=k)
+    train_one_epoch(net, data, WeightedFocalLoss(), opt, CPU, TrainConfig(accumulate=k), scheduler=sched)
     assert sched.last_epoch == steps == math.ceil(n / k)
     assert all(p.grad is None for p in net.parameters()), "gradients cleared after the last step"
 
@@ -98,7 +103,7 @@ def test_channels_last_changes_layout_not_results():
             WeightedFocalLoss(),
             torch.optim.SGD(model.parameters(), lr=0.01),
             CPU,
-            channels_last=cl,
+            TrainConfig(channels_last=cl),
         )
         assert model.conv1.weight.is_contiguous(memory_format=torch.channels_last) == cl
     assert abs(losses[True] - losses[False]) < 1e-3 * abs(losses[False]), (
@@ -111,7 +116,12 @@ def test_bf16_autocast_trains_and_keeps_fp32_weights():
     torch.manual_seed(0)
     net = small_cnn()
     loss = train_one_epoch(
-        net, data, WeightedFocalLoss(), torch.optim.Adam(net.parameters()), CPU, precision="bf16-mixed"
+        net,
+        data,
+        WeightedFocalLoss(),
+        torch.optim.Adam(net.parameters()),
+        CPU,
+        TrainConfig(precision="bf16-mixed"),
     )
     assert math.isfinite(loss) and all(p.dtype == torch.float32 for p in net.parameters())
 

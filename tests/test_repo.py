@@ -120,6 +120,7 @@ def test_ruff_passes_on_library_notebooks_tests_and_bench():
 
 def test_every_exported_parameter_is_documented():
     "nbdev's docments style: a comment after each parameter, so show_doc and help() explain it."
+    import dataclasses
     import importlib
     import inspect
     from fastcore.docments import docments
@@ -131,6 +132,12 @@ def test_every_exported_parameter_is_documented():
         module = importlib.import_module(f"course_lib.{path.stem}")
         for name in module.__all__:
             obj = getattr(module, name)
+            if dataclasses.is_dataclass(obj):  # a comment after each field, as after each parameter
+                lines = inspect.getsource(obj).splitlines()
+                for f in dataclasses.fields(obj):
+                    line = next(x for x in lines if x.strip().startswith(f"{f.name}:"))
+                    undocumented += [] if "  # " in line else [f"{path.stem}.{name}.{f.name}"]
+                continue
             if inspect.isclass(obj) and "__init__" in vars(obj):
                 obj = obj.__init__
             if not inspect.isfunction(obj):
@@ -139,6 +146,29 @@ def test_every_exported_parameter_is_documented():
             params = [p for p in inspect.signature(obj).parameters if p != "self"]
             undocumented += [f"{path.stem}.{name}({p})" for p in params if not docs.get(p)]
     assert not undocumented, undocumented
+
+
+def test_functions_are_small_and_take_few_parameters():
+    """No library function is longer than 50 lines, and none the library exports takes more than 10
+    parameters: settings travel together, as chapter 03's TrainConfig."""
+    import ast
+    import importlib
+
+    too_long, too_many = [], []
+    for path in sorted((REPO / "course_lib").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        exported = getattr(importlib.import_module(f"course_lib.{path.stem}"), "__all__", [])
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            if node.end_lineno - node.lineno + 1 > 50:
+                too_long.append(f"{path.stem}.{node.name}")
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
+            params = [p for p in params if p.arg not in ("self", "cls")]
+            if node.name in exported and len(params) > 10:
+                too_many.append(f"{path.stem}.{node.name}: {len(params)}")
+    assert not too_long and not too_many, (too_long, too_many)
 
 
 def test_the_recorded_course_run_in_the_index_covers_every_notebook():
