@@ -109,6 +109,7 @@ def read_offline_run(
                     type=a.type,
                     aliases=list(a.aliases),
                     digest=a.digest,
+                    metadata=json.loads(a.metadata) if a.metadata else {},
                     files={
                         e.path: dict(digest=e.digest, local_path=e.local_path) for e in a.manifest.contents
                     },

@@ -133,6 +133,7 @@ class Tracker:
         self.artifact = artifact
         self.run = None
         self.best = None  # the best metric so far: its checkpoint gets the "best" alias
+        self.dataset = None  # the digest of the dataset version the run uses (use_dataset)
         if self.mode == "disabled":
             return
         try:
@@ -185,10 +186,39 @@ def on_epoch_end(self: Tracker, row: dict, checkpoint=None, step: int | None = N
         art = wandb.Artifact(
             self.artifact,
             type="model",
-            metadata={k: v for k, v in row.items() if isinstance(v, (int, float))},
+            metadata={k: v for k, v in row.items() if isinstance(v, (int, float))} | self._data_note(),
         )
         art.add_file(str(checkpoint), name="model.pt")  # every engine's checkpoint is one file
         self.run.log_artifact(art, aliases=aliases)
+
+
+@patch
+def use_dataset(
+    self: Tracker,
+    table,  # a CSV file: the image names, targets and folds the run trains on
+    name: str = "melanoma-folds",  # the dataset artifact's name
+) -> str | None:
+    """Version `table` as a dataset artifact this run uses; its digest goes into the run's config and into
+    every model version logged after it. Returns the digest (None when tracking is off)."""
+    if not self.run:
+        return None
+    import wandb
+
+    data = wandb.Artifact(name, type="dataset")
+    data.add_file(str(table))
+    if self.mode == "online":
+        self.run.use_artifact(data)  # logged and recorded as this run's input: W&B draws the lineage
+    else:
+        self.run.log_artifact(data)  # offline W&B cannot record a use: the digest links data and models
+    self.dataset = data.digest
+    self.run.config.update({"dataset": name, "dataset_digest": data.digest})
+    return data.digest
+
+
+@patch
+def _data_note(self: Tracker) -> dict:
+    "The dataset digest a model version records, when the run declared its data."
+    return {"dataset_digest": self.dataset} if self.dataset else {}
 
 
 @patch

@@ -7,6 +7,7 @@ Docs: https://course-lib.github.io/course_lib/website.html.md"""
 # %% ../nbs/website.ipynb #m002
 from __future__ import annotations
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -26,7 +27,8 @@ from .outputs import check_folder, claim_folder, swap_in
 from .runner import find_notebooks
 
 # %% auto #0
-__all__ = ['SITE_EXTRA_PAGES', 'SITE_CONF', 'site_markdown', 'site_cells', 'scrub_paths', 'api_entries', 'api_page', 'build_site']
+__all__ = ['SITE_EXTRA_PAGES', 'SITE_CONF', 'site_markdown', 'site_cells', 'scrub_paths', 'parameter_docs', 'api_entries',
+           'api_page', 'build_site']
 
 # %% ../nbs/website.ipynb #c021t
 SITE_EXTRA_PAGES = (
@@ -119,12 +121,25 @@ def _constant(
     return f"{name} = {type(obj).__name__}(...){size}"
 
 
+def parameter_docs(
+    obj,  # a function, a class, or a dataclass
+) -> dict:
+    """The comment after each parameter (nbdev's docments), or after each field of a dataclass, whose
+    generated __init__ has no source to read."""
+    from fastcore.docments import docments
+
+    if dataclasses.is_dataclass(obj):
+        lines = [x.strip() for x in inspect.getsource(obj).splitlines()]
+        fields = {f.name: next((x for x in lines if x.startswith(f"{f.name}:")), "") for f in dataclasses.fields(obj)}
+        return {n: line.split("  # ", 1)[1] if "  # " in line else None for n, line in fields.items()}
+    fn = obj.__init__ if inspect.isclass(obj) and "__init__" in vars(obj) else obj
+    return docments(fn, full=False, args_kwargs=True)
+
+
 def api_entries(
     module: str,  # a module of course_lib, e.g. "engine"
 ) -> list[dict]:
     "Every exported name of course_lib.`module`: its kind, signature, docstring and documented parameters."
-    from fastcore.docments import docments
-
     mod = importlib.import_module(f"course_lib.{module}")
     entries = []
     for name in mod.__all__:
@@ -137,7 +152,7 @@ def api_entries(
             entry["signature"] = _constant(name, obj)
         elif inspect.isfunction(fn):
             sig = inspect.signature(fn)
-            docs = docments(fn, full=False, args_kwargs=True)
+            docs = parameter_docs(obj)
             for p in sig.parameters.values():
                 if p.name == "self":
                     continue
