@@ -130,7 +130,10 @@ def parameter_docs(
 
     if dataclasses.is_dataclass(obj):
         lines = [x.strip() for x in inspect.getsource(obj).splitlines()]
-        fields = {f.name: next((x for x in lines if x.startswith(f"{f.name}:")), "") for f in dataclasses.fields(obj)}
+        fields = {
+            f.name: next((x for x in lines if x.startswith(f"{f.name}:")), "")
+            for f in dataclasses.fields(obj)
+        }
         return {n: line.split("  # ", 1)[1] if "  # " in line else None for n, line in fields.items()}
     fn = obj.__init__ if inspect.isclass(obj) and "__init__" in vars(obj) else obj
     return docments(fn, full=False, args_kwargs=True)
