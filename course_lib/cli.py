@@ -42,12 +42,16 @@ def _data_parser(sub):
     dsub = p.add_subparsers(dest="data_cmd", required=True, metavar="{sample,kaggle}")
     s = dsub.add_parser("sample", help="write a synthetic sample set in the Kaggle jpeg-melanoma layout")
     s.add_argument(
-        "--out", required=True, type=Path, help="new or empty folder to write train.csv and train/*.jpg into"
+        "--out",
+        required=True,
+        type=Path,
+        help="new or empty folder for train.csv, train/*.jpg, test.csv and test/*.jpg",
     )
     s.add_argument(
         "--overwrite",
         action="store_true",
-        help="write into --out even when it holds files the course did not write (train/ and train.csv are "
+        help="write into --out even when it holds files the course did not write "
+        "(train/, train.csv, test/ and test.csv are "
         "replaced; nothing else is touched)",
     )
     s.add_argument("--n", type=int, default=600, help="number of images (default: 600)")
@@ -422,14 +426,39 @@ def train(
     return history
 
 # %% ../nbs/99_cli.ipynb #c029
+def _predict_parser(sub):
+    "The `predict` sub-command: Kaggle's submission for a data folder, or one line per image."
+    p = sub.add_parser(
+        "predict", help="predict with checkpoints: submission.csv for --data, or one line per image"
+    )
+    p.add_argument("images", nargs="*", type=Path, help="image files to score (one line each)")
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        required=True,
+        type=Path,
+        help="a checkpoint of any engine; give it once per fold to average their predictions",
+    )
+    p.add_argument("--data", type=Path, help="a Kaggle-layout folder: predict test.csv's test/*.jpg")
+    p.add_argument(
+        "--out", type=Path, help="with --data: the submission file to write (Kaggle: submission.csv)"
+    )
+    p.add_argument("--tta", action="store_true", help="also average the flipped images' predictions")
+    p.add_argument("--batch-size", type=int, default=32, help="images per forward pass (default: 32)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     "The `course-lib` argument parser."
     p = argparse.ArgumentParser(
         prog="course-lib", description="course_lib: the hands-on PyTorch course's command line."
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,data,run-notebooks,site,sync-docs}")
+    sub = p.add_subparsers(
+        dest="cmd", required=True, metavar="{train,predict,data,run-notebooks,site,sync-docs}"
+    )
     _train_parser(sub)
+    _predict_parser(sub)
     _data_parser(sub)
     _runner_parser(sub)
     return p
@@ -449,7 +478,7 @@ def _cmd_data(a) -> int:
             progress=True,
             overwrite=a.overwrite,
         )
-        print(f"wrote {a.n} images and train.csv to {out}")
+        print(f"wrote {a.n} training images with train.csv, and a test split with test.csv, to {out}")
     else:
         print(f"downloaded to {data.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
     return 0
@@ -512,8 +541,18 @@ def _cmd_train(a) -> int:
     return 0
 
 
+def _cmd_predict(a) -> int:
+    "Run `course-lib predict` (chapter 09)."
+    from course_lib.predict import run_predict
+
+    check_settings(batch_size=a.batch_size)
+    print(run_predict(a.checkpoint, a.images, a.data, a.out, a.tta, a.batch_size, a.overwrite))
+    return 0
+
+
 COMMANDS = {
     "train": _cmd_train,
+    "predict": _cmd_predict,
     "data": _cmd_data,
     "run-notebooks": _cmd_run_notebooks,
     "site": _cmd_site,

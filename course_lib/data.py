@@ -19,11 +19,11 @@ from .errors import CourseLibError  # also importable from here, as before
 from .outputs import check_folder, claim_folder, folder_kind
 
 # %% auto #0
-__all__ = ['KAGGLE_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'SAMPLE_VERSION', 'SMOKE_SAMPLE_SIZE', 'FASHION_CLASSES',
-           'find_kaggle_credentials', 'download_kaggle', 'make_lesion_image', 'sample_table', 'write_sample_image',
-           'make_sample_dataset', 'cache_dir', 'sample_data_dir', 'get_data_dir', 'show_image_grid', 'add_folds',
-           'check_fold', 'check_no_leakage', 'plot_fold_balance', 'make_fashion_mnist_sample', 'fashion_mnist',
-           'record_results']
+__all__ = ['KAGGLE_COLUMNS', 'TEST_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'SAMPLE_VERSION', 'SMOKE_SAMPLE_SIZE',
+           'FASHION_CLASSES', 'find_kaggle_credentials', 'download_kaggle', 'make_lesion_image', 'sample_table',
+           'write_sample_image', 'make_sample_dataset', 'cache_dir', 'sample_data_dir', 'get_data_dir',
+           'show_image_grid', 'add_folds', 'check_fold', 'check_no_leakage', 'plot_fold_balance',
+           'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
 
 # %% ../nbs/01_data.ipynb #c007
 KAGGLE_COLUMNS = [
@@ -39,6 +39,8 @@ KAGGLE_COLUMNS = [
     "width",
     "height",
 ]
+# test.csv: the same images and patients' columns, without the labels (no diagnosis, target or fold)
+TEST_COLUMNS = [c for c in KAGGLE_COLUMNS if c not in ("diagnosis", "benign_malignant", "target", "tfrecord")]
 KAGGLE_DATASETS = {s: f"cdeotte/jpeg-melanoma-{s}x{s}" for s in (128, 192, 256, 384, 512, 768)}
 
 # %% ../nbs/01_data.ipynb #c009
@@ -158,9 +160,10 @@ def sample_table(
     size: int,  # the width and height every row records
     pos_rate: float,  # fraction of malignant rows
     rng,  # a numpy Generator
+    start: int = 0,  # the first image's and patient's number: a test set starts after the training set
 ) -> pd.DataFrame:
     "The train.csv rows of a generated set of `n` images (Kaggle columns and dtypes)."
-    rows, patient = [], 0
+    rows, patient = [], start
     while len(rows) < n:
         patient += 1
         sex, age = rng.choice(["male", "female"]), float(5 * rng.integers(4, 18))
@@ -168,7 +171,7 @@ def sample_table(
             target = int(rng.random() < pos_rate)
             rows.append(
                 dict(
-                    image_name=f"ISIC_{9000000 + len(rows):07d}",
+                    image_name=f"ISIC_{9000000 + start + len(rows):07d}",
                     patient_id=f"IP_{1000000 + patient:07d}",
                     sex=sex,
                     age_approx=age,
@@ -178,7 +181,7 @@ def sample_table(
                     else _BENIGN_DIAGNOSES[rng.integers(len(_BENIGN_DIAGNOSES))],
                     benign_malignant="malignant" if target else "benign",
                     target=target,
-                    tfrecord=(patient - 1) % 15,  # like the author's folds: one per patient
+                    tfrecord=(patient - start - 1) % 15,  # like the author's folds: one per patient
                     width=size,
                     height=size,
                 )
@@ -200,8 +203,17 @@ def write_sample_image(
     )
 
 
+def _write_test_set(folder: Path, n: int, img_size: int, pos_rate: float, seed: int, start: int) -> None:
+    "test.csv (Kaggle's test columns: no labels) and test/*.jpg: images the training set does not hold."
+    df = sample_table(n, img_size, pos_rate, np.random.default_rng(seed + 1), start=start)
+    (folder / "test").mkdir()
+    for i, row in enumerate(df.itertuples()):
+        write_sample_image(folder / "test", start + i, row.image_name, row.target, img_size, seed)
+    df[TEST_COLUMNS].to_csv(folder / "test.csv", index=False)
+
+
 def make_sample_dataset(
-    out,  # the folder that gets train.csv and train/
+    out,  # the folder that gets train.csv, train/, test.csv and test/
     n: int = 600,  # how many images
     img_size: int = 128,  # image side in pixels
     pos_rate: float = 0.2,  # fraction of malignant images
@@ -209,8 +221,9 @@ def make_sample_dataset(
     progress: bool = False,  # show a progress bar
     overwrite: bool = False,  # write into a folder that holds files the course did not write
 ) -> Path:
-    """Write a Kaggle-layout sample set (`train.csv`, `train/*.jpg`) of `n` synthetic images to `out`: a new
-    or empty folder, an earlier sample set, or any folder with `overwrite`."""
+    """Write a Kaggle-layout sample set of `n` synthetic training images (`train.csv`, `train/*.jpg`) and
+    n // 5 test images (`test.csv` without labels, `test/*.jpg`) to `out`: a new or empty folder, an earlier
+    sample set, or any folder with `overwrite`."""
     check_settings(n=n, img_size=img_size, pos_rate=pos_rate, seed=seed)
     out, rng = check_folder(out, "sample", overwrite), np.random.default_rng(seed)
     df = sample_table(n, img_size, pos_rate, rng)
@@ -228,15 +241,23 @@ def make_sample_dataset(
         for i, row in enumerate(rows):
             write_sample_image(tmp / "train", i, row.image_name, row.target, img_size, seed)
         df.to_csv(tmp / "train.csv", index=False)
+        _write_test_set(tmp, max(1, n // 5), img_size, pos_rate, seed, start=n)
         claim_folder(out, "sample", overwrite)
-        for name in ("train", "train.csv"):  # the finished set replaces an older one, one move per entry
+        for name in (
+            "train",
+            "train.csv",
+            "test",
+            "test.csv",
+        ):  # the finished set replaces an older one, one move per entry
             if (out / name).exists():
                 os.replace(out / name, tmp / f"old-{name}")
             os.replace(tmp / name, out / name)
     return out
 
 # %% ../nbs/01_data.ipynb #c023
-SAMPLE_VERSION = 2  # part of the cache folder's name: a changed generator never reuses an old set
+SAMPLE_VERSION = (
+    3  # 3: with a test set; part of the cache folder's name: a changed generator never reuses an old set
+)
 
 
 def cache_dir() -> Path:

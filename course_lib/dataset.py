@@ -29,11 +29,12 @@ REQUIRED_COLUMNS = ("image_name", "target")
 
 def image_path(
     data_dir,  # a folder in the Kaggle layout
-    image_name: str,  # a train.csv image_name, without .jpg
+    image_name: str,  # a train.csv (or test.csv) image_name, without .jpg
+    split: str = "train",  # the images' folder: train, or test for test.csv's images
 ) -> Path:
-    """The JPEG of `image_name` inside `data_dir`/train; refuses names that would point outside it. The check
-    reads the name, not the file: a symlink into a cache (DVC, git-annex) is an image like any other."""
-    train = Path(os.path.abspath(Path(data_dir) / "train"))
+    """The JPEG of `image_name` inside `data_dir`/`split`; refuses names that would point outside it. The
+    check reads the name, not the file: a symlink into a cache (DVC, git-annex) is an image like any other."""
+    train = Path(os.path.abspath(Path(data_dir) / split))
     p = Path(os.path.normpath(train / f"{image_name}.jpg"))
     if Path(str(image_name)).is_absolute() or train not in p.parents:
         raise CourseLibError(f"image_name {image_name!r} points outside {train}")
@@ -100,24 +101,26 @@ def validate_table(
     df: pd.DataFrame,  # the table to check
     data_dir,  # the folder holding train/
     check_images: bool = True,  # also open every image (slow on big sets)
+    split: str = "train",  # "test": a test.csv, with no labels, whose images are in test/
 ) -> pd.DataFrame:
-    """Check `df` against `data_dir` before training; raise one CourseLibError listing the problems, else
-    return `df`."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    """Check `df` against `data_dir` before training (or predicting); raise one CourseLibError listing the
+    problems, else return `df`."""
+    required = REQUIRED_COLUMNS if split == "train" else ["image_name"]
+    missing = [c for c in required if c not in df.columns]
     if missing:
         raise CourseLibError(
-            f"train.csv lacks column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}"
+            f"{split}.csv lacks column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}"
         )
     if len(df) == 0:
-        raise CourseLibError("train.csv has no rows")
-    bad = df[~df.target.isin([0, 1])]
+        raise CourseLibError(f"{split}.csv has no rows")
+    bad = df[~df.target.isin([0, 1])] if split == "train" else df.iloc[:0]
     if len(bad):
         raise CourseLibError(
             f"target must be 0 or 1; {len(bad)} rows are not, "
             f"e.g. {bad.image_name.iloc[0]}: {bad.target.iloc[0]}"
         )
     _check_cells(df)
-    paths = [image_path(data_dir, n) for n in df.image_name]
+    paths = [image_path(data_dir, n, split) for n in df.image_name]
     _check_unique(df)
     if check_images:
         sizes = [None] * len(df)

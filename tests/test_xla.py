@@ -241,6 +241,10 @@ def test_cli_xla_engine_writes_the_common_metrics(sample_dir, tmp_path):
     ckpt = load_checkpoint(tmp_path / "xla" / "checkpoints" / "last.pt")  # weights_only=True
     assert ckpt["epoch"] == 2 and ckpt["arch"] == "resnet18"
     create_model("resnet18", pretrained=False, num_classes=1).load_state_dict(ckpt["model"])
+    from course_lib.predict import load_model
+
+    _, info = load_model(tmp_path / "xla" / "checkpoints" / "last.pt")  # chapter 09 reads it too
+    assert info["arch"] == "resnet18" and info["img_size"] is not None, info
 
 
 def test_cli_xla_refuses_fp16(tmp_path):
