@@ -1,10 +1,12 @@
 """Training throughput and peak memory, side by side in one run: a minimal hand-written loop (the reference),
-course_lib's engine (chapter 03) and its Lightning module (chapter 04), each in several precisions.
+course_lib's engine (chapter 03) and its Lightning module (chapter 04), each in several precisions, eager and
+compiled with torch.compile (chapter 07).
 
 Every configuration runs in its own fresh Python process (so peak memory is that configuration's alone; on a
 GPU, --in-process runs them all in one process instead) on the same synthetic, device-resident batches; the
 script prints a table with images/s, peak memory and the ratios engine/reference and Lightning/reference, and
-writes it as JSON and Markdown.
+writes it as JSON and Markdown. The first optimizer step is timed on its own: for a compiled configuration it
+holds the compilation, which the steady-state images/s leave out.
 
     python bench/bench.py                       # CPU here: EfficientNet-B0, 128 px, batch 32
     python bench/bench.py --device cuda --arch efficientnet-b0 --img-size 256 --batch-size 64
@@ -31,6 +33,8 @@ def configs(device: str) -> list[dict]:
         dict(precision="bf16-mixed"),
         dict(precision="bf16-mixed", channels_last=True),
         dict(precision="32", accumulate=2),
+        dict(precision="32", compile=True),
+        dict(precision="bf16-mixed", channels_last=True, compile=True),
     ]
     if device == "cuda":
         cfg += [
@@ -38,7 +42,7 @@ def configs(device: str) -> list[dict]:
             dict(precision="16-mixed", channels_last=True),
             dict(precision="bf16-mixed", channels_last=True, accumulate=2),
         ]
-    return [dict(dict(channels_last=False, accumulate=1), **c) for c in cfg]
+    return [dict(dict(channels_last=False, accumulate=1, compile=False), **c) for c in cfg]
 
 
 def _sync(device):
@@ -62,10 +66,10 @@ def _batches(n, batch_size, img_size, device, channels_last):
 
 class Marked:
     """The batches as a loader that notes the time (after a device sync) when the first micro-batch of each
-    timed optimizer step is fetched: every loop is timed the same way, inside one uninterrupted pass."""
+    optimizer step is fetched: every loop is timed the same way, inside one uninterrupted pass."""
 
-    def __init__(self, batches, warmup, accumulate, device, marks):
-        self.batches, self.warmup, self.accumulate = batches, warmup, accumulate
+    def __init__(self, batches, accumulate, device, marks):
+        self.batches, self.accumulate = batches, accumulate
         self.device, self.marks = device, marks
 
     def __len__(self):
@@ -73,7 +77,7 @@ class Marked:
 
     def __iter__(self):
         for i, batch in enumerate(self.batches):
-            if i >= self.warmup and (i - self.warmup) % self.accumulate == 0:
+            if i % self.accumulate == 0:
                 _sync(self.device)
                 self.marks.append(time.perf_counter())
             yield batch
@@ -99,17 +103,21 @@ def reference_loop(model, batches, device, precision, accumulate):
             opt.zero_grad(set_to_none=True)
 
 
-def run_reference(model, batches, warmup, device, precision, accumulate, channels_last):
-    "The minimal loop, timed step by step."
+def run_reference(model, batches, device, precision, accumulate, channels_last, compile):
+    "The minimal loop, timed step by step; the model compiled by hand with `compile`."
+    import torch
+
     marks = []
-    reference_loop(model, Marked(batches, warmup, accumulate, device, marks), device, precision, accumulate)
+    model = torch.compile(model) if compile else model
+    reference_loop(model, Marked(batches, accumulate, device, marks), device, precision, accumulate)
     _sync(device)
     marks.append(time.perf_counter())
     return marks
 
 
-def run_engine(model, batches, warmup, device, precision, accumulate, channels_last):
-    "course_lib.engine.train_one_epoch, called once over all the batches, as a training run calls it."
+def run_engine(model, batches, device, precision, accumulate, channels_last, compile):
+    """course_lib.engine.train_one_epoch, called once over all the batches, as a training run calls it; with
+    `compile`, on the model compiled as fit(TrainConfig(compile=True)) compiles it."""
     import torch
     from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
 
@@ -118,16 +126,18 @@ def run_engine(model, batches, warmup, device, precision, accumulate, channels_l
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
     cfg = TrainConfig(precision=precision, accumulate=accumulate, channels_last=channels_last, progress=False)
     marks = []
+    model = torch.compile(model) if compile else model
     train_one_epoch(
-        model, Marked(batches, warmup, accumulate, device, marks), loss_fn, opt, device, cfg, scaler=scaler
+        model, Marked(batches, accumulate, device, marks), loss_fn, opt, device, cfg, scaler=scaler
     )
     _sync(device)
     marks.append(time.perf_counter())
     return marks
 
 
-def run_lightning(model, batches, warmup, device, precision, accumulate, channels_last):
-    "course_lib.lightning.MelanomaModule under a Trainer; a callback marks the start of every optimizer step."
+def run_lightning(model, batches, device, precision, accumulate, channels_last, compile):
+    """course_lib.lightning.MelanomaModule under a Trainer; a callback marks the start of every optimizer
+    step. With `compile`, the Trainer gets torch.compile(module), as `course-lib train --compile` hands it."""
     import pytorch_lightning as pl
     from course_lib.lightning import MelanomaModule, lightning_precision
 
@@ -137,7 +147,7 @@ def run_lightning(model, batches, warmup, device, precision, accumulate, channel
 
     class Timer(pl.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            if batch_idx >= warmup and (batch_idx - warmup) % accumulate == 0:
+            if batch_idx % accumulate == 0:
                 _sync(device)
                 marks.append(time.perf_counter())
 
@@ -167,14 +177,17 @@ def run_lightning(model, batches, warmup, device, precision, accumulate, channel
         def __iter__(self):
             return iter(batches)
 
+    if compile:  # as MelanomaModule(compile=True) does: the network in place, the steps stay eager
+        module.model.compile()
     trainer.fit(module, train_dataloaders=Batches())
     return marks
 
 
 def measure_one(
-    loop, arch, img_size, batch_size, steps, warmup, device, precision, accumulate, channels_last
+    loop, arch, img_size, batch_size, steps, warmup, device, precision, accumulate, channels_last, compile
 ) -> dict:
-    "Images per second and peak memory of one loop/configuration, in this process."
+    """Images per second after `warmup` steps, the first step's seconds (with compile: the compilation), and
+    peak memory of one loop/configuration, in this process."""
     import torch
     from course_lib.engine import create_model, seed_everything
 
@@ -188,8 +201,8 @@ def measure_one(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     fn = dict(reference=run_reference, engine=run_engine, lightning=run_lightning)[loop]
-    marks = fn(model, batches, warmup * accumulate, device, precision, accumulate, channels_last)
-    step_seconds = sorted(b - a for a, b in zip(marks, marks[1:]))
+    marks = fn(model, batches, device, precision, accumulate, channels_last, compile)
+    step_seconds = sorted(b - a for a, b in zip(marks[warmup:], marks[warmup + 1 :]))
     median = step_seconds[
         len(step_seconds) // 2
     ]  # the median step: robust to a noisy neighbour on a shared machine
@@ -200,6 +213,7 @@ def measure_one(
     )  # CPU: peak resident set of this process
     return dict(
         images_per_second=round(batch_size / median, 2),
+        first_step_seconds=round(marks[1] - marks[0], 3),
         peak_memory_mb=round(peak / 2**20, 1),
         step_seconds=[round(t, 4) for t in step_seconds],
     )
@@ -253,7 +267,11 @@ def versions() -> dict:
 
 def name(c: dict) -> str:
     "A short label for a configuration, e.g. 'bf16-mixed + channels_last, accumulate 2'."
-    s = c["precision"] + (" + channels_last" if c["channels_last"] else "")
+    s = (
+        c["precision"]
+        + (" + channels_last" if c["channels_last"] else "")
+        + (" + compile" if c["compile"] else "")
+    )
     return s + (f", accumulate {c['accumulate']}" if c["accumulate"] > 1 else "")
 
 
@@ -272,6 +290,13 @@ def main(argv=None):
         type=int,
         default=3,
         help="repeat the three loops this many times, interleaved; report medians (default: 3)",
+    )
+    p.add_argument(
+        "--loops",
+        nargs="+",
+        choices=LOOPS,
+        default=list(LOOPS),
+        help="the loops to run (default: all three; the reference always runs, the ratios need it)",
     )
     p.add_argument(
         "--only",
@@ -305,6 +330,7 @@ def main(argv=None):
         p.error("--batch-size must be even (accumulation splits it in two)")
     if a.in_process and a.device != "cuda":
         p.error("--in-process needs --device cuda (CPU peak memory is per process)")
+    a.loops = ["reference"] + [loop for loop in a.loops if loop != "reference"]
     labels = [name(c) for c in configs(a.device)]
     if a.only and set(a.only) - set(labels):
         p.error(f"--only: unknown label(s) {sorted(set(a.only) - set(labels))}; known: {labels}")
@@ -312,11 +338,11 @@ def main(argv=None):
     for c in configs(a.device):
         if a.only and name(c) not in a.only:
             continue
-        row, runs = dict(config=name(c), **c), {loop: [] for loop in LOOPS}
+        row, runs = dict(config=name(c), **c), {loop: [] for loop in a.loops}
         for _ in range(a.rounds):
             for (
                 loop
-            ) in LOOPS:  # the three loops back to back, round after round, so drift hits all three alike
+            ) in a.loops:  # the three loops back to back, round after round, so drift hits all three alike
                 job = dict(
                     loop=loop,
                     arch=a.arch,
@@ -333,13 +359,16 @@ def main(argv=None):
             row[f"{loop}_images_per_second"] = ips[len(ips) // 2]  # median over rounds
             row[f"{loop}_images_per_second_rounds"] = [r["images_per_second"] for r in rs]
             row[f"{loop}_peak_memory_mb"] = max(r["peak_memory_mb"] for r in rs)
+            # the first round's first step: later rounds may reuse the compiled code of the first
+            row[f"{loop}_first_step_seconds"] = rs[0]["first_step_seconds"]
+            row[f"{loop}_first_step_seconds_rounds"] = [r["first_step_seconds"] for r in rs]
         ref = row["reference_images_per_second"]
-        row["engine_ratio"] = round(row["engine_images_per_second"] / ref, 3)
-        row["lightning_ratio"] = round(row["lightning_images_per_second"] / ref, 3)
+        for loop in ("engine", "lightning"):
+            row[f"{loop}_ratio"] = round(row[f"{loop}_images_per_second"] / ref, 3) if loop in runs else None
         rows.append(row)
         print(
-            f"{row['config']:<42} ref {ref:8.1f} img/s  engine x{row['engine_ratio']:.3f}  "
-            f"lightning x{row['lightning_ratio']:.3f}",
+            f"{row['config']:<42} ref {ref:8.1f} img/s  engine x{row['engine_ratio']}  "
+            f"lightning x{row['lightning_ratio']}",
             flush=True,
         )
         result = save(rows, a)  # after every row, so a run cut short keeps what it measured
@@ -351,6 +380,12 @@ def save(rows: list, a) -> dict:
     fp32 = next((r["reference_images_per_second"] for r in rows if r["config"] == "32"), None)
     for r in rows:
         r["speedup_vs_fp32"] = round(r["reference_images_per_second"] / fp32, 3) if fp32 else None
+        eager = next((e for e in rows if e["config"] == r["config"].removesuffix(" + compile")), None)
+        r["compiled_vs_eager"] = (  # the steady state, same loop and precision, measured in this run
+            round(r["reference_images_per_second"] / eager["reference_images_per_second"], 3)
+            if r["compile"] and eager and not eager["compile"]
+            else None
+        )
     result = dict(
         settings={k: v for k, v in vars(a).items() if k not in ("one", "out")}, machine=versions(), rows=rows
     )
@@ -359,6 +394,12 @@ def save(rows: list, a) -> dict:
     (a.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (a.out / f"{stem}.md").write_text(markdown(result))
     return result
+
+
+def _loop_keys() -> list[str]:
+    "Every per-loop key of a row."
+    kinds = ("images_per_second", "first_step_seconds", "peak_memory_mb")
+    return [f"{loop}_{kind}" for loop in LOOPS for kind in kinds]
 
 
 def markdown(result: dict) -> str:
@@ -373,14 +414,19 @@ def markdown(result: dict) -> str:
     )
     t = (
         "| configuration | reference img/s | engine img/s | Lightning img/s | engine / ref | Lightning / ref "
-        "| ref vs fp32 | peak MB (ref / engine / Lightning) |\n"
-        "|---|---|---|---|---|---|---|---|\n"
+        "| ref vs fp32 | compiled vs eager (ref) | first step s (ref / engine / Lightning) "
+        "| peak MB (ref / engine / Lightning) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
     )
     for r in result["rows"]:
+        r = {k: "-" if v is None else v for k, v in r.items()}
+        r.update({k: "-" for k in _loop_keys() if k not in r})  # loops left out with --loops
         t += (
             f"| {r['config']} | {r['reference_images_per_second']} | {r['engine_images_per_second']} "
             f"| {r['lightning_images_per_second']} "
             f"| {r['engine_ratio']} | {r['lightning_ratio']} | {r['speedup_vs_fp32']} "
+            f"| {r['compiled_vs_eager']} | {r['reference_first_step_seconds']} / "
+            f"{r['engine_first_step_seconds']} / {r['lightning_first_step_seconds']} "
             f"| {r['reference_peak_memory_mb']} / {r['engine_peak_memory_mb']} "
             f"/ {r['lightning_peak_memory_mb']} |\n"
         )

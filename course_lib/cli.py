@@ -150,7 +150,7 @@ def _train_parser(sub):
         choices=ENGINES,
         default="pytorch",
         help="plain PyTorch loop (chapter 03), Lightning (chapter 04) "
-        "or torch_xla on every XLA device (chapter 07)",
+        "or torch_xla on every XLA device (chapter 08)",
     )
     t.add_argument(
         "--arch",
@@ -173,6 +173,11 @@ def _add_training_options(t) -> None:
         "--channels-last",
         action="store_true",
         help="NHWC memory order for images and weights (faster on GPUs with tensor cores)",
+    )
+    t.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model: a slow first step, then faster ones (chapter 07)",
     )
     t.add_argument("--fold", type=int, default=0, help="validation fold, 0..4 (default: 0)")
     t.add_argument(
@@ -267,6 +272,11 @@ def _argument_checks(a) -> list:
             "--channels-last is supported by the pytorch and lightning engines, not xla",
         ),
         (
+            a.engine != "xla" or not a.compile,
+            "--compile is for the pytorch and lightning engines; torch_xla already compiles every step "
+            "into an XLA graph (chapter 08)",
+        ),
+        (
             a.devices == 1 or a.engine == "lightning",
             f"--devices {a.devices} needs --engine lightning (DDP); the {a.engine} engine uses one device",
         ),
@@ -311,7 +321,7 @@ def _check_train_args(a) -> None:
 
 # %% ../nbs/99_cli.ipynb #c028b
 def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
-    "Chapter 03's fit, with chapter 08's Tracker."
+    "Chapter 03's fit, with chapter 09's Tracker."
     from course_lib.dataset import make_dataloaders
     from course_lib.engine import TrainConfig, create_model, fit
     from course_lib.tracking import Tracker
@@ -322,7 +332,14 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
         history = fit(
             model,
             *loaders,
-            TrainConfig(lr=a.lr, seed=a.seed, channels_last=a.channels_last, resume=a.resume, **run_kw),
+            TrainConfig(
+                lr=a.lr,
+                seed=a.seed,
+                channels_last=a.channels_last,
+                compile=a.compile,
+                resume=a.resume,
+                **run_kw,
+            ),
             config=_config(a),
             on_step=tracker.on_step,
             on_epoch_end=tracker.on_epoch_end,
@@ -332,11 +349,13 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
 
 # %% ../nbs/99_cli.ipynb #c028d
 def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
-    "Chapter 04's fit_lightning, with chapter 08's WandbLogger."
+    "Chapter 04's fit_lightning, with chapter 09's WandbLogger."
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
     from course_lib.tracking import wandb_logger
 
-    module = MelanomaModule(a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last)
+    module = MelanomaModule(
+        a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last, compile=a.compile
+    )
     datamodule = MelanomaDataModule(df, data_dir, check_images=False, **loader_kw)
     logger = wandb_logger(a.wandb_project, _tracked_config(a), a.wandb, name="lightning", save_dir=a.out)
     extra = {"logger": logger} if logger else {}
@@ -352,7 +371,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
 
 # %% ../nbs/99_cli.ipynb #c028f
 def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
-    "Chapter 07's train_xla on the melanoma task, with chapter 08's xla_tracker."
+    "Chapter 08's train_xla on the melanoma task, with chapter 09's xla_tracker."
     import functools
     from course_lib.tracking import resolve_mode, xla_tracker
     from course_lib.xla import train_xla
@@ -542,7 +561,7 @@ def _cmd_train(a) -> int:
 
 
 def _cmd_predict(a) -> int:
-    "Run `course-lib predict` (chapter 09)."
+    "Run `course-lib predict` (chapter 10)."
     from course_lib.predict import run_predict
 
     check_settings(batch_size=a.batch_size)

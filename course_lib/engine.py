@@ -24,8 +24,8 @@ from .dataset import normalize_batch
 # %% auto #0
 __all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything',
            'autocast', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'check_finite_loss', 'TrainConfig',
-           'to_device', 'train_one_epoch', 'evaluate', 'save_checkpoint', 'load_checkpoint', 'epoch_row',
-           'history_dict', 'fit']
+           'to_device', 'train_one_epoch', 'evaluate', 'save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint',
+           'epoch_row', 'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
@@ -210,6 +210,7 @@ class TrainConfig:
     resume: bool = False  # continue from checkpoint_dir/last.pt
     progress: bool = True  # progress bars
     check_every: int = 25  # steps between NaN checks and on_step calls
+    compile: bool = False  # torch.compile the model for this run (chapter 07)
 
     def __post_init__(self):
         check_settings(epochs=self.epochs, lr=self.lr, accumulate=self.accumulate)
@@ -320,6 +321,13 @@ def save_checkpoint(
     return path
 
 
+def uncompiled_state_dict(
+    state_dict: dict,  # weights, maybe saved from a torch.compile'd model
+) -> dict:
+    "`state_dict` with torch.compile's `_orig_mod.` taken out of every name (chapter 07)."
+    return {k.replace("_orig_mod.", ""): v for k, v in state_dict.items()}
+
+
 def load_checkpoint(
     path,  # a file written by save_checkpoint
     map_location="cpu",  # where the tensors go
@@ -367,7 +375,7 @@ def _save_epoch(run, cfg, improved, state, ev, config):
     if not cfg.checkpoint_dir:
         return None
     ckpt = dict(
-        model=run.model.state_dict(),
+        model=run.base.state_dict(),  # the module's own names, compiled or not (chapter 07)
         optimizer=run.optimizer.state_dict(),
         scaler=run.scaler.state_dict(),
         epoch=state["epoch"],
@@ -389,7 +397,7 @@ def _restore(path: Path, run, state: dict) -> dict:
         print(f"no checkpoint at {path}: starting from epoch 0")
         return state
     ckpt = load_checkpoint(path)
-    run.model.load_state_dict(ckpt["model"])
+    run.base.load_state_dict(uncompiled_state_dict(ckpt["model"]))
     run.optimizer.load_state_dict(ckpt["optimizer"])
     run.scaler.load_state_dict(ckpt["scaler"])
     print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
@@ -400,13 +408,16 @@ def _setup(model, cfg, loss_fn, device):
     "The run's parts on `device`: model, loss, Adam, scaler; and cfg with the precision the device gets."
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cfg = replace(cfg, precision=resolve_precision(cfg.precision, device))  # fp16 on a CPU: its best
-    model, loss_fn = model.to(device), (loss_fn or WeightedFocalLoss()).to(device)
+    base = getattr(model, "_orig_mod", model).to(device)  # a compiled model's own module (chapter 07)
     if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        base = base.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
+    # chapter 07: the loop calls the compiled wrapper; optimizer and checkpoints use the module underneath
+    net = torch.compile(base) if cfg.compile and model is base else model
+    loss_fn = (loss_fn or WeightedFocalLoss()).to(device)
+    optimizer = torch.optim.Adam(base.parameters(), lr=cfg.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "16-mixed")
     return SimpleNamespace(
-        model=model, loss_fn=loss_fn, optimizer=optimizer, scaler=scaler, device=device
+        model=net, base=base, loss_fn=loss_fn, optimizer=optimizer, scaler=scaler, device=device
     ), cfg
 
 

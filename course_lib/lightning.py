@@ -45,10 +45,13 @@ class MelanomaModule(pl.LightningModule):
         seed: int = 42,  # each epoch seeds every generator with seed + epoch
         channels_last: bool = False,  # NHWC images and weights (chapter 05)
         allow_random_init: bool = False,  # random weights when pretrained ones cannot be loaded
+        compile: bool = False,  # compile the network in place, its weights keeping their names (chapter 07)
     ):
         super().__init__()
         self.save_hyperparameters()
         self.model = create_model(arch, pretrained, allow_random_init=allow_random_init)
+        if compile:  # chapter 07: in place, the network only; its weights keep their names
+            self.model.compile()  # chapter 03's architectures define their own forward, which Dynamo traces
         self.loss_fn = WeightedFocalLoss(alpha, gamma)
         self._probs = []
         self._targets = []
@@ -168,7 +171,7 @@ class HistoryCallback(Callback):
 def is_tpu(
     accelerator,  # a name such as 'tpu', or a Lightning Accelerator
 ) -> bool:
-    "Whether `accelerator` is Lightning's TPU accelerator, by name or as an instance (chapter 07)."
+    "Whether `accelerator` is Lightning's TPU accelerator, by name or as an instance (chapter 08)."
     from pytorch_lightning.accelerators import XLAAccelerator
 
     return accelerator == "tpu" or isinstance(accelerator, XLAAccelerator)
@@ -176,7 +179,7 @@ def is_tpu(
 
 def lightning_precision(
     precision: str,  # one of PRECISIONS
-    accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 07)
+    accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 08)
 ) -> str:
     "Lightning's name for a course precision ('32' -> '32-true')."
     check_choice("precision", precision, PRECISIONS)

@@ -88,6 +88,7 @@ RESUME_MAY_CHANGE = (
     "wandb",
     "wandb_project",
     "allow_random_init",
+    "compile",  # compiled and eager runs save the same weights, so either resumes the other (chapter 07)
 )
 
 

@@ -69,7 +69,7 @@ FAKE_SECRETS = {"WANDB_API_KEY": "f" * 40, "KAGGLE_USERNAME": "learner-fake", "K
 @pytest.fixture(scope="session")
 def runtime_runs():
     """Run tools/check-runtime.sh for each Colab runtime once per session, with FAKE_SECRETS in the
-    environment (tests/test_site.py looks for them in what chapter 08 wrote); returns name -> (exit status,
+    environment (tests/test_site.py looks for them in what chapter 09 wrote); returns name -> (exit status,
     summary, output)."""
     runs = {}
     for name in RUNTIMES:

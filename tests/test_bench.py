@@ -124,13 +124,14 @@ def tiny_gpu_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_gpu_script_runs_every_step_and_writes_under_out(tiny_gpu_run):
-    "bench/gpu.sh with its tiny CPU settings: the four steps finish and leave their results in $OUT."
+    "bench/gpu.sh with its tiny CPU settings: the five steps finish and leave their results in $OUT."
     code, log, out = tiny_gpu_run
     assert code == 0, log[-3000:]
     exits = [line.split("exit ")[1] for line in log.splitlines() if "] exit " in line]
-    assert len(exits) == 4 and all(e.startswith("0:") for e in exits), exits
+    assert len(exits) == 5 and all(e.startswith("0:") for e in exits), exits
     for name in (
         "cpu_resnet18_32px_b4.json",
+        "compiled/cpu_resnet18_32px_b4.json",
         "epoch_cpu_resnet18_32px_b8_n24.json",
         "profile_cpu_resnet18_32px_b4_32.json",
         "loader_cpu_32px_b8_n40.json",
@@ -152,6 +153,46 @@ def test_bench_writes_every_loop_and_the_ratios(tiny_gpu_run):
         )
     assert res["rows"][0]["speedup_vs_fp32"] == 1.0 and res["machine"]["torch"]
     assert "| 32, accumulate 2 |" in (out / "cpu_resnet18_32px_b4.md").read_text()
+
+
+@pytest.mark.slow
+def test_bench_times_compiled_rows_beside_eager_with_the_first_step_apart(tiny_gpu_run):
+    _, log, out = tiny_gpu_run
+    res = json.loads((out / "compiled" / "cpu_resnet18_32px_b4.json").read_text())
+    eager, compiled = res["rows"]
+    assert (eager["config"], compiled["config"]) == ("32", "32 + compile") and compiled["compile"]
+    assert compiled["compiled_vs_eager"] == round(
+        compiled["reference_images_per_second"] / eager["reference_images_per_second"], 3
+    )
+    assert (
+        compiled["engine_ratio"] is None and "engine_images_per_second" not in compiled
+    )  # --loops reference
+    for loop in ("reference",):
+        # the first step holds Dynamo's capture and Inductor's compilation: longer than a steady step
+        steady = res["settings"]["batch_size"] / compiled[f"{loop}_images_per_second"]
+        assert compiled[f"{loop}_first_step_seconds"] > steady, loop
+    assert "| 32 + compile |" in (out / "compiled" / "cpu_resnet18_32px_b4.md").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_script_course_mode_runs_the_chapters_and_keeps_them(tmp_path):
+    "bench/gpu.sh course, tiny: the runner executes chapter 00 into $OUT/course with its summary.json."
+    import os
+
+    env = dict(os.environ, GPU_SH_TINY="1", OUT=str(tmp_path), PYTHON=sys.executable, WHEELS=str(tmp_path))
+    r = subprocess.run(
+        ["bash", str(REPO / "bench" / "gpu.sh"), "course"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stdout[-3000:]
+    summary = json.loads((tmp_path / "course" / "summary.json").read_text())  # one row per notebook
+    assert [(n["notebook"], n["status"]) for n in summary] == [("00_index.ipynb", "ok")], summary
+    assert (tmp_path / "course" / "00_index.ipynb").exists()
 
 
 @pytest.mark.slow

@@ -192,7 +192,7 @@ def test_pytorch_and_lightning_agree_per_epoch(sample_dir, tmp_path):
     for a, b in zip(pt, pl):
         for k in ("train_loss", "valid_loss", "valid_auc"):
             assert abs(a[k] - b[k]) < 1e-5, (k, a, b)
-    # chapter 09 predicts from either engine's best checkpoint, and both give the same probabilities
+    # chapter 10 predicts from either engine's best checkpoint, and both give the same probabilities
     from course_lib.predict import load_model, predict
 
     images = sorted((sample_dir / "test").glob("*.jpg"))[:8]

@@ -1,5 +1,5 @@
 """The lowest versions course_lib's requirements allow: installed with uv's lowest-direct resolution into a
-clean Python 3.11 environment, they run chapters 02-04 in smoke mode. Every floor in pyproject.toml is the
+clean Python 3.11 environment, they run chapters 02 and 04 in smoke mode. Every floor in pyproject.toml is the
 version used."""
 
 import json
@@ -13,7 +13,9 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 from conftest import REPO
 
-CHAPTERS = "0[234]_*"  # the dataset, the plain loop and Lightning: every base requirement is used there
+# the dataset, and the plain loop beside Lightning (chapter 04 fits both engines): every base requirement is
+# used there; chapter 03's own cells run on CI's versions in the course command
+CHAPTERS = "0[24]_*"
 
 
 def _floors() -> dict:
@@ -31,7 +33,7 @@ def _floors() -> dict:
 
 
 @pytest.mark.slow
-def test_lowest_allowed_versions_run_chapters_02_to_04(tmp_path):
+def test_lowest_allowed_versions_run_chapters_02_and_04(tmp_path):
     uv = shutil.which("uv", path=str(REPO / ".venv" / "bin") + os.pathsep + os.environ["PATH"])
     assert uv, "uv is part of course_lib[dev]"
     venv = tmp_path / "lowest"
@@ -90,4 +92,4 @@ def test_lowest_allowed_versions_run_chapters_02_to_04(tmp_path):
         env={**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"},
     )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert r.returncode == 0 and [s["status"] for s in summary] == ["ok"] * 3, (summary, r.stderr[-2000:])
+    assert r.returncode == 0 and [s["status"] for s in summary] == ["ok"] * 2, (summary, r.stderr[-2000:])

@@ -1,4 +1,4 @@
-"""Chapter 09's course_lib.predict and `course-lib predict`: checkpoints of every engine load, predictions
+"""Chapter 10's course_lib.predict and `course-lib predict`: checkpoints of every engine load, predictions
 agree with evaluation, the submission has Kaggle's format, and bad input stops in one line."""
 
 import shutil

@@ -1,17 +1,28 @@
 """Where learners run the course: Colab's GPU and TPU runtimes, rebuilt here by tools/check-runtime.sh (their
-Python and package versions), with course_lib installed as the notebooks' first cell installs it, and the
-chapters run in smoke mode there. The GPU profile runs every chapter but 02-04, which test_lowest.py runs
-on the oldest versions course_lib allows (their code runs in the GPU profile through chapters 05, 06 and 08);
-the TPU profile runs chapter 07. The course command runs them all on CI's versions."""
+Python and package versions), with course_lib installed as the notebooks' first cell installs it, and chapters
+run in smoke mode there. Every chapter runs in the course command on CI's versions; a profile's `# run:` line
+names the chapters it runs again on the runtime's versions, those whose code depends most on them: the GPU
+profile runs 00, 01, 07 (torch.compile, whose internals change with every torch release), 09 (both engines,
+the dataset and W&B) and 99, the TPU profile chapter 08. Chapters 02 and 04 run in test_lowest.py on the
+oldest versions course_lib allows."""
 
-import fnmatch
 import json
 import pytest
 from course_lib.runner import find_notebooks
 from conftest import REPO, RUNTIMES
-from test_lowest import CHAPTERS as LOWEST
 
-NOTEBOOKS = [p.name for p in find_notebooks(REPO / "nbs") if not fnmatch.fnmatch(p.name, LOWEST)]
+
+def _profile_chapters() -> list[str]:
+    "The chapters that the runtime profiles CI runs name on their `# run:` lines."
+    names = set()
+    for runtime in RUNTIMES:
+        lines = (REPO / "tools" / "runtimes" / f"{runtime}.txt").read_text().splitlines()
+        only = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("# run:"))
+        names |= {p.name for p in find_notebooks(REPO / "nbs", only)}
+    return sorted(names)
+
+
+NOTEBOOKS = _profile_chapters()
 
 
 @pytest.mark.slow
@@ -45,7 +56,7 @@ def test_notebook_runs_in_smoke_mode(name, runtime_runs):
         errors = [o for o in outputs if o.get("output_type") == "error"]
         assert not errors, (runtime, errors[:1])
         if (
-            name == "07_tpu.ipynb"
+            name == "08_tpu.ipynb"
         ):  # the chapter teaches today's torch_xla API: nothing it runs warns of deprecation
             text = "".join("".join(o.get("text", "")) for o in outputs)
             assert "deprecat" not in text.lower(), (
@@ -55,6 +66,6 @@ def test_notebook_runs_in_smoke_mode(name, runtime_runs):
 
 
 def test_chapter_07_stops_clearly_on_a_gpu_runtime_profile():
-    "A GPU runtime has no torch_xla: the profile records chapter 07's one-line stop as the expected result."
+    "A GPU runtime has no torch_xla: the profile records chapter 08's one-line stop as the expected result."
     profile = (REPO / "tools" / "runtimes" / "colab-gpu.txt").read_text()
-    assert "# expect: 07_tpu.ipynb this chapter needs torch_xla" in profile
+    assert "# expect: 08_tpu.ipynb this chapter needs torch_xla" in profile

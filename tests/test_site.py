@@ -79,20 +79,20 @@ def test_site_without_a_course_run_is_one_clear_error(tmp_path):
 def test_keys_in_the_environment_stay_out_of_the_run_and_the_site(
     course_run, runtime_runs, tmp_path, monkeypatch
 ):
-    """Chapter 08 run with W&B and Kaggle keys in the environment (the colab-gpu runtime profile runs it so,
+    """Chapter 09 run with W&B and Kaggle keys in the environment (the colab-gpu runtime profile runs it so,
     see conftest.runtime_runs), and the site built with them there: neither the executed notebooks, nor
     W&B's files, nor any page holds them."""
     from course_lib.website import build_site
 
     _, summary, output = runtime_runs["colab-gpu"]
     rows = {r["notebook"]: r for r in summary.get("notebooks", [])}
-    assert rows.get("08_experiment_tracking.ipynb", {}).get("status") == "ok", output
+    assert rows.get("09_experiment_tracking.ipynb", {}).get("status") == "ok", output
     for k, v in FAKE_SECRETS.items():
         monkeypatch.setenv(k, v)
     profile_run = REPO / "_runtimes" / "colab-gpu" / "run"
     run = tmp_path / "run"
-    shutil.copytree(course_run, run, ignore=shutil.ignore_patterns("08_*", "wandb-data", "screenshots"))
-    for p in profile_run.glob("08_*"):
+    shutil.copytree(course_run, run, ignore=shutil.ignore_patterns("09_*", "wandb-data", "screenshots"))
+    for p in profile_run.glob("09_*"):
         shutil.copy(p, run / p.name)
     build_site(run, tmp_path / "site", root=REPO)
     for folder in (profile_run, Path(WANDB_DATA_DIR), run, tmp_path / "site"):

@@ -1,4 +1,4 @@
-"""Chapter 07's TorchTPU script, checked as far as a machine without a TPU allows. Nothing here pretends
+"""Chapter 08's TorchTPU script, checked as far as a machine without a TPU allows. Nothing here pretends
 to train.
 
 The script is the notebook's own `%%writefile` cell. Here it must compile and teach the calls the chapter
@@ -64,11 +64,11 @@ print(json.dumps(dict(names=names, torch=torch.__version__, torch_tpu=md.version
 
 
 def script_source() -> str:
-    "The TorchTPU script as chapter 07 writes it: its %%writefile cell without the magic line."
-    cells = json.loads((REPO / "nbs" / "07_tpu.ipynb").read_text())["cells"]
+    "The TorchTPU script as chapter 08 writes it: its %%writefile cell without the magic line."
+    cells = json.loads((REPO / "nbs" / "08_tpu.ipynb").read_text())["cells"]
     sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
     script = [s for s in sources if s.startswith("%%writefile $TORCHTPU_SCRIPT")]
-    assert len(script) == 1, "chapter 07 writes the TorchTPU script in exactly one cell"
+    assert len(script) == 1, "chapter 08 writes the TorchTPU script in exactly one cell"
     return script[0].split("\n", 1)[1]
 
 

@@ -1,4 +1,4 @@
-"Chapter 08: W&B tracking never prompts, falls back offline, and loses nothing (read back from run-*.wandb)."
+"Chapter 09: W&B tracking never prompts, falls back offline, and loses nothing (read back from run-*.wandb)."
 
 import json
 import math

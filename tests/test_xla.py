@@ -1,4 +1,4 @@
-"""Chapter 07 on XLA:CPU: the torch_xla.launch path, Lightning on XLA, the recompilation check, two real
+"""Chapter 08 on XLA:CPU: the torch_xla.launch path, Lightning on XLA, the recompilation check, two real
 replicas, the data, warnings."""
 
 import json
@@ -54,11 +54,20 @@ def test_changing_shapes_recompile_on_xla_cpu(tmp_path):
         check_no_recompilation(rows(counts[2:]), warmup_epochs=1, one_offs=0)  # one step per 'epoch'
 
 
+@pytest.fixture(scope="module")
+def lightning_fits(tmp_path_factory):
+    """Chapter 04's module fitted by Lightning on XLA:CPU in fp32 and on the CPU (one process), and on XLA:CPU
+    in bf16 (another: torch_xla reads XLA_USE_BF16 once); returns (fp32 result, bf16 result, bf16 output)."""
+    fp32 = xla_check("lightning", tmp_path_factory.mktemp("xla-32"))
+    bf16, output = xla_check("lightning_bf16", tmp_path_factory.mktemp("xla-bf16"), output=True)
+    return fp32, bf16, output
+
+
 @pytest.mark.slow
-def test_lightning_fits_on_xla_cpu(tmp_path):
+def test_lightning_fits_on_xla_cpu(lightning_fits):
     """Chapter 04's module, seeded the same, fitted by Lightning on XLA:CPU and on the CPU: the first steps
     agree."""
-    r = xla_check("lightning", tmp_path)
+    r = lightning_fits[0]
     cpu = r["cpu"]
     assert r["strategy"] == "SingleDeviceXLAStrategy" and r["devices_seen"] == ["xla:0"], r
     assert (r["precision_plugin"], r["precision"]) == ("XLAPrecision", "32-true"), r
@@ -83,11 +92,11 @@ def test_lightning_fits_on_xla_cpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_lightning_fits_on_xla_cpu_in_bf16_true(tmp_path):
+def test_lightning_fits_on_xla_cpu_in_bf16_true(lightning_fits):
     """fit_lightning(precision='bf16-mixed') on an XLA accelerator asks for 'bf16-true', and the fit really
     runs in bf16."""
-    r, output = xla_check("lightning_bf16", tmp_path, output=True)
-    # what chapter 07 says about it: torch_xla honours XLA_USE_BF16 with a warning; Lightning calls
+    _, r, output = lightning_fits
+    # what chapter 08 says about it: torch_xla honours XLA_USE_BF16 with a warning; Lightning calls
     # xm.mark_step
     assert (
         "XLA_USE_BF16 will be deprecated" in output and "pytorch_lightning/plugins/precision/xla.py" in output
@@ -98,7 +107,7 @@ def test_lightning_fits_on_xla_cpu_in_bf16_true(tmp_path):
         "SingleDeviceXLAStrategy",
     )
     assert r["devices_seen"] == ["xla:0"] and r["xla_use_bf16_while_training"] == ["1"], r
-    losses, cpu = r["step_losses"], r["cpu"]["step_losses"]
+    losses, cpu = r["step_losses"], lightning_fits[0]["cpu"]["step_losses"]
     assert len(losses) == len(cpu) >= 8 and all(math.isfinite(x) for x in losses)
     assert r["largest_weight_change"] > 1e-4
 
@@ -243,7 +252,7 @@ def test_cli_xla_engine_writes_the_common_metrics(sample_dir, tmp_path):
     create_model("resnet18", pretrained=False, num_classes=1).load_state_dict(ckpt["model"])
     from course_lib.predict import load_model
 
-    _, info = load_model(tmp_path / "xla" / "checkpoints" / "last.pt")  # chapter 09 reads it too
+    _, info = load_model(tmp_path / "xla" / "checkpoints" / "last.pt")  # chapter 10 reads it too
     assert info["arch"] == "resnet18" and info["img_size"] is not None, info
 
 

@@ -3,7 +3,7 @@
 python tests/xla_checks.py recompile OUT.json   # compilation counts for fixed and changing shapes
 python tests/xla_checks.py lightning OUT.json   # chapter 04's module fitted by Lightning on XLA:CPU
 python tests/xla_checks.py lightning_bf16 OUT.json  # the same module in Lightning's "bf16-true" on XLA:CPU
-python tests/xla_checks.py replicas OUT.json    # chapter 07's _run: 2 gloo-joined XLA:CPU replicas vs 1
+python tests/xla_checks.py replicas OUT.json    # chapter 08's _run: 2 gloo-joined XLA:CPU replicas vs 1
 python tests/xla_checks.py train OUT.json       # train_xla on both tasks, fp32 and bf16 (for the warnings
 test)
 python tests/xla_checks.py old_api OUT.json     # the deprecated xm.xla_device and xm.mark_step (its control)
@@ -34,7 +34,7 @@ def recompile(out):
 
 
 def _xla_cpu_accelerator():
-    "Chapter 07's stand-in for a TPU: an XLAAccelerator on the XLA:CPU devices."
+    "Chapter 08's stand-in for a TPU: an XLAAccelerator on the XLA:CPU devices."
     from course_lib.xla import xla_accelerator
 
     return xla_accelerator()
@@ -117,9 +117,8 @@ def lightning(out):
 
 def lightning_bf16(out):
     """The same fit on XLA:CPU with the course's bf16: Lightning's 'bf16-true' (a fresh process: torch_xla
-    reads XLA_USE_BF16 once)."""
-    bf16 = _fit_module(out, "xla-bf16", _xla_cpu_accelerator(), precision="bf16-mixed")
-    return dict(bf16, cpu=_fit_module(out, "cpu", "cpu"))
+    reads XLA_USE_BF16 once); the CPU fit to compare with is lightning()'s."""
+    return _fit_module(out, "xla-bf16", _xla_cpu_accelerator(), precision="bf16-mixed")
 
 
 class GlooReplicas:
@@ -156,7 +155,7 @@ class GlooReplicas:
 
 
 def _replica(rank, world, flags, port, out):
-    "One gloo-joined process running chapter 07's per-core function on its own XLA:CPU device."
+    "One gloo-joined process running chapter 08's per-core function on its own XLA:CPU device."
     import torch.distributed as dist
     from course_lib.xla import _run
 
@@ -210,7 +209,10 @@ def train(out):
             "fashion-bf16",
             dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16, precision="bf16-mixed"),
         ),
-        ("melanoma", dict(task="melanoma", data_dir=str(data), arch="resnet18", img_size=32, num_workers=2)),
+        (
+            "melanoma",
+            dict(task="melanoma", data_dir=str(data), arch="simple-cnn", img_size=16, num_workers=2),
+        ),
     ):
         runs[name] = train_xla(batch_size=16, epochs=2, out=str(d / name), **kw)
     return runs

@@ -4,7 +4,7 @@
 # Builds .venv-NAME with the runtime's Python minor version and package versions, installs course_lib the way the
 # notebooks' first cell does, checks that this changed none of the runtime's torch, torchvision or torch_xla, runs
 # every notebook in smoke mode, and writes _runtimes/NAME/summary.json. A notebook listed as "# expect:" in the
-# profile must stop with that message (chapter 07 on a GPU runtime); a "# run:" line limits the run to the notebooks
+# profile must stop with that message (chapter 08 on a GPU runtime); a "# run:" line limits the run to the notebooks
 # matching it (run-notebooks --only). Exit status 0 when everything is as expected.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
