@@ -101,24 +101,31 @@ def test_minimal_pipeline_does_the_course_augmentations_work(tmp_path):
     assert len({(top, left) for _, top, left in seen}) > 5, "the crop moves"
 
 
-@pytest.fixture(scope="module")
-def tiny_gpu_run(tmp_path_factory):
-    """bench/gpu.sh with its tiny CPU settings, once for the module: its four steps are bench.py, epoch.py,
-    profile_engine.py and loader.py, whose results the tests below read. Returns (exit status, log, OUT)."""
+def tiny_gpu_sh(out, *args, timeout=900):
+    "bash bench/gpu.sh ARGS with its tiny CPU settings, results in `out` (no wheels to install)."
     import os
 
-    tmp = tmp_path_factory.mktemp("gpu-sh")
-    out = tmp / "out"
-    env = dict(os.environ, GPU_SH_TINY="1", OUT=str(out), PYTHON=sys.executable, WHEELS=str(tmp))
-    r = subprocess.run(
-        ["bash", str(REPO / "bench" / "gpu.sh")],
+    env = dict(
+        os.environ, GPU_SH_TINY="1", OUT=str(out), PYTHON=sys.executable, WHEELS=str(out / "no-wheels")
+    )
+    return subprocess.run(
+        ["bash", str(REPO / "bench" / "gpu.sh"), *args],
         capture_output=True,
         text=True,
         cwd=REPO,
         env=env,
-        timeout=900,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+@pytest.fixture(scope="module")
+def tiny_gpu_run(tmp_path_factory):
+    """bench/gpu.sh with its tiny CPU settings, once for the module: its five steps are bench.py (eager, then
+    compiled), epoch.py, profile_engine.py and loader.py, whose results the tests below read. Returns (exit
+    status, log, OUT)."""
+    out = tmp_path_factory.mktemp("gpu-sh") / "out"
+    r = tiny_gpu_sh(out)
     return r.returncode, (out / "gpu.log").read_text(), out
 
 
@@ -177,18 +184,7 @@ def test_bench_times_compiled_rows_beside_eager_with_the_first_step_apart(tiny_g
 @pytest.mark.slow
 def test_gpu_script_course_mode_runs_the_chapters_and_keeps_them(tmp_path):
     "bench/gpu.sh course, tiny: the runner executes chapter 00 into $OUT/course with its summary.json."
-    import os
-
-    env = dict(os.environ, GPU_SH_TINY="1", OUT=str(tmp_path), PYTHON=sys.executable, WHEELS=str(tmp_path))
-    r = subprocess.run(
-        ["bash", str(REPO / "bench" / "gpu.sh"), "course"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+    r = tiny_gpu_sh(tmp_path, "course", timeout=600)
     assert r.returncode == 0, r.stdout[-3000:]
     summary = json.loads((tmp_path / "course" / "summary.json").read_text())  # one row per notebook
     assert [(n["notebook"], n["status"]) for n in summary] == [("00_index.ipynb", "ok")], summary
