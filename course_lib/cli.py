@@ -532,7 +532,8 @@ def _cmd_site(a) -> int:
     "Run `course-lib site`."
     built = build_site(a.run, a.out, overwrite=a.overwrite)
     print(
-        f"site: {built['pages']} pages, {built['api_entries']} API entries, "
+        f"site: {built['pages']} pages ({', '.join(built['languages'])}), "
+        f"{built['api_entries']} API entries, "
         f"built in {built['seconds']} s: {a.out / 'index.html'}"
     )
     return 0

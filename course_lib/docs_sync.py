@@ -29,16 +29,17 @@ def repo_url(
 
 
 def badges(
-    nb_name: str,  # a notebook's file name
+    nb_name: str,  # a notebook's file name, or its path under `folder`
     url: str,  # the repository URL
+    folder: str = "nbs",  # the notebook's folder in the repository (ko: the Korean notebooks)
 ) -> str:
     "Markdown for the Open-in-Colab and Open-in-Kaggle badges of notebook `nb_name`."
     gh = url.split("github.com/", 1)[1]
     return (
         "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
-        f"(https://colab.research.google.com/github/{gh}/blob/main/nbs/{nb_name}) "
+        f"(https://colab.research.google.com/github/{gh}/blob/main/{folder}/{nb_name}) "
         "[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
-        f"(https://kaggle.com/kernels/welcome?src={url}/blob/main/nbs/{nb_name})"
+        f"(https://kaggle.com/kernels/welcome?src={url}/blob/main/{folder}/{nb_name})"
     )
 
 # %% ../nbs/docs_sync.ipynb #c016
@@ -146,17 +147,19 @@ def sync_docs(
     root=".",  # the repository root
     write: bool = True,  # write the changes; False: only report them
 ) -> list[str]:
-    """Refresh badges, install links and the table of contents in the notebooks, then README.md; returns
-    changed files."""
+    """Refresh badges, install links and the table of contents in the notebooks (the solutions notebooks too),
+    the translation catalogs and the translated notebooks, then README.md; returns changed files."""
     root = Path(root)
     url, nbs_dir, changed = repo_url(root), root / "nbs", []
     recorded = root / RESULTS_FILE
     results = results_table(json.loads(recorded.read_text())) if recorded.exists() else "(no recorded run)"
-    for p in find_notebooks(nbs_dir):
+    solutions = sorted((nbs_dir / "solutions").glob("[0-9][0-9]_*.ipynb"))  # each chapter's worked solutions
+    for p in find_notebooks(nbs_dir) + solutions:
         nb = json.loads(p.read_text())
         for c in nb["cells"]:
             src = relink("".join(c["source"]), url)
-            src = re.sub(r"^\[!\[Open In Colab\].*$", badges(p.name, url), src, count=1, flags=re.M)
+            name = p.relative_to(nbs_dir).as_posix()
+            src = re.sub(r"^\[!\[Open In Colab\].*$", badges(name, url), src, count=1, flags=re.M)
             if p.name.startswith("00_"):
                 src = _TOC.sub(lambda m: m[1] + toc(nbs_dir, url) + "\n" + m[2], src)
                 src = _RESULTS.sub(lambda m: m[1] + results + "\n" + m[2], src)
@@ -166,6 +169,10 @@ def sync_docs(
             changed.append(str(p.relative_to(root)))
             if write:
                 p.write_text(text)
+    from course_lib.translations import LANGUAGES, translate
+
+    for lang in LANGUAGES:  # the catalogs, then the translated notebooks, from the notebooks just refreshed
+        changed += translate(root, lang, write)
     readme = make_readme(nbs_dir / "00_index.ipynb")
     if not (root / "README.md").exists() or readme != (root / "README.md").read_text():
         changed.append("README.md")

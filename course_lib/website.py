@@ -21,14 +21,16 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from .docs_sync import _title, repo_url
+from .docs_sync import _title, make_readme, repo_url
 from .errors import CourseLibError
 from .outputs import check_folder, claim_folder, swap_in
 from .runner import find_notebooks
+from .translations import LANGUAGES, TRANSLATED_DIR
 
 # %% auto #0
-__all__ = ['SITE_EXTRA_PAGES', 'SITE_CONF', 'site_markdown', 'site_cells', 'scrub_paths', 'parameter_docs', 'api_entries',
-           'api_page', 'build_site']
+__all__ = ['SITE_EXTRA_PAGES', 'SITE_CONF', 'LANGUAGE_NAMES', 'site_markdown', 'site_cells', 'site_dropdowns',
+           'solutions_by_exercise', 'with_solutions', 'scrub_paths', 'parameter_docs', 'api_entries', 'api_page',
+           'build_site']
 
 # %% ../nbs/website.ipynb #c021t
 SITE_EXTRA_PAGES = (
@@ -81,6 +83,65 @@ def site_cells(
             c = {**c, "source": re.sub(r"^#\|.*\n?", "", text, flags=re.M)}
         shown.append(c)
     return shown
+
+# %% ../nbs/website.ipynb #c021ub
+_DETAILS = re.compile(
+    r"^(?P<indent>[ \t]*)<details>\s*<summary>(?P<title>.*?)</summary>[ \t]*\n"
+    r"(?P<body>.*?)\n[ \t]*</details>[ \t]*$",
+    re.M | re.S,
+)
+_EXERCISE = re.compile(r"^### Exercise (\d+\.\d+)\b")
+
+
+def site_dropdowns(
+    text: str,  # markdown holding <details><summary>title</summary> ... </details> blocks
+) -> str:
+    "`text` with each `<details>` block as a sphinx-design dropdown, folded, at the block's indentation."
+
+    def dropdown(m):
+        fence = m["indent"] + "`````"
+        return f"{fence}{{dropdown}} {m['title'].strip()}\n\n{m['body'].strip(chr(10))}\n\n{fence}"
+
+    return _DETAILS.sub(dropdown, text)
+
+
+def solutions_by_exercise(
+    path,  # a solutions notebook: "### Exercise N.M" headings, each followed by its markdown and code
+) -> dict:
+    "{exercise number: the markdown of a folded 'Solution' dropdown} from a solutions notebook."
+    found, number = {}, None
+    for c in json.loads(Path(path).read_text())["cells"]:
+        text = "".join(c["source"]).strip()
+        m = _EXERCISE.match(text) if c["cell_type"] == "markdown" else None
+        if m:
+            number, text = m[1], text.split("\n", 1)[1].strip() if "\n" in text else ""
+        if number is None or text.startswith("#|"):
+            continue
+        found.setdefault(number, []).append(f"```python\n{text}\n```" if c["cell_type"] == "code" else text)
+    return {
+        n: "`````{dropdown} Solution\n" + "\n\n".join(p for p in parts if p) + "\n`````"
+        for n, parts in found.items()
+    }
+
+
+def with_solutions(
+    cells: list,  # a chapter's cells
+    solutions: dict,  # solutions_by_exercise of its solutions notebook
+) -> list:
+    "The cells with each exercise's solution dropdown after the exercise's last cell."
+    out, pending = [], None
+    for c in cells:
+        text = "".join(c["source"])
+        if pending and c["cell_type"] == "markdown" and text.startswith("#"):
+            out.append({"cell_type": "markdown", "metadata": {}, "source": solutions[pending]})
+            pending = None
+        m = _EXERCISE.match(text) if c["cell_type"] == "markdown" else None
+        if m and m[1] in solutions:
+            pending = m[1]
+        out.append(c)
+    if pending:
+        out.append({"cell_type": "markdown", "metadata": {}, "source": solutions[pending]})
+    return out
 
 # %% ../nbs/website.ipynb #c021w
 def scrub_paths(
@@ -201,7 +262,7 @@ def api_page(
 # %% ../nbs/website.ipynb #c021z
 SITE_CONF = """
 project = "course_lib"
-extensions = ["myst_nb"]
+extensions = ["myst_nb", "sphinx_design"]  # sphinx_design: the folded hints, answers, solutions
 nb_execution_mode = "off"  # the pages show the outputs of the course run
 nb_ipywidgets_js = {{}}  # no widget scripts from other hosts
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
@@ -217,9 +278,27 @@ html_theme_options = {{
     "repository_branch": "main",
     "use_repository_button": True,
     "launch_buttons": {{"colab_url": "https://colab.research.google.com"}},
+    "article_header_end": ["language-switch.html", "article-header-buttons.html"],
 }}
+language = "{lang}"
+templates_path = ["_templates"]
 exclude_patterns = ["_build"]
 """
+LANGUAGE_NAMES = {"en": "English", "ko": "한국어"}  # what the language switch says
+
+
+def _language_switch(
+    lang: str,  # the site being built: "en", or a translation's code
+    languages: list,  # the translations built beside the English site
+    untranslated: list,  # pages only the English site has (they switch to the translation's home page)
+) -> str:
+    """The template of the switch in every page's header: the same page in the other language(s). The
+    translations are built into `<lang>/` of the English site."""
+    link = '<a class="btn language-switch" href="{{{{ pathto({}, 1) }}}}" hreflang="{}">{}</a>'
+    if lang != "en":
+        return link.format("'../' + pagename + '.html'", "en", LANGUAGE_NAMES["en"])
+    target = "('{0}/index' if pagename in %r else '{0}/' + pagename) + '.html'" % untranslated
+    return "\n".join(link.format(target.format(t), t, LANGUAGE_NAMES[t]) for t in languages)
 
 
 def _favicon(
@@ -239,6 +318,7 @@ def _require_site_tools() -> None:
         ("sphinx", "sphinx"),
         ("myst_nb", "myst-nb"),
         ("sphinx_book_theme", "sphinx-book-theme"),
+        ("sphinx_design", "sphinx-design"),
         ("mathjax", "django-static-mathjax"),
     ):
         if importlib.util.find_spec(module) is None:
@@ -250,9 +330,11 @@ def build_site(
     out="_site",  # where the HTML goes: new, empty, or an earlier site
     root=".",  # the repository root
     overwrite: bool = False,  # replace `out` even when it holds files the course did not write
+    translations: bool = True,  # also build each translation (ko/ ...) into `out/<lang>/`
 ) -> dict:
-    """Build the course website from a course run: the README as home page, every chapter, the API reference.
-    The site is built beside `out` and replaces it only when the build succeeded."""
+    """Build the course website from a course run: the README as home page, every chapter, the API reference;
+    and each translation (its notebooks in ko/, ...) in `out/<lang>/`, from the same run, a language switch on
+    every page. The site is built beside `out` and replaces it only when the build succeeded."""
     start = time.time()
     root, run_dir, out = Path(root), Path(run_dir), check_folder(out, "site", overwrite)
     if run_dir.resolve().is_relative_to(out.resolve()):
@@ -267,36 +349,72 @@ def build_site(
             f"run `course-lib run-notebooks --smoke --out {run_dir}` first"
         )
     _require_site_tools()
+    languages = [lang for lang in LANGUAGES if translations and (root / TRANSLATED_DIR[lang]).is_dir()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    built = work / "html"  # myst-nb writes jupyter_execute/ beside Sphinx's output: inside `work` too
+    try:
+        taught = _build(root, run_dir, chapters, built, "en", languages, out)
+        for lang in languages:
+            _build(root, run_dir, chapters, work / f"html-{lang}", lang, languages, out)
+            shutil.move(work / f"html-{lang}", built / lang)
+        claim_folder(built, "site", overwrite=True)  # the finished build, marked as a site
+        swap_in(built, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    n_pages = len([p for p in out.rglob("*.html") if not p.name.startswith(("genindex", "search"))])
+    n_entries = sum(len(importlib.import_module(f"course_lib.{m}").__all__) for m in taught)
+    return dict(
+        pages=n_pages,
+        api_entries=n_entries,
+        languages=["en", *languages],
+        seconds=round(time.time() - start, 1),
+        site=str(out),
+    )
+
+
+def _build(
+    root: Path,  # the repository root
+    run_dir: Path,  # the course run
+    chapters: list,  # the chapters' notebooks (the index left out)
+    built: Path,  # where Sphinx writes the HTML
+    lang: str,  # "en", or a translation's code
+    languages: list,  # the translations built
+    out: Path,  # the site's folder, for the error message
+) -> dict:
+    "Write the site's Sphinx sources in `lang` and build them; the modules its reference covers."
     url = repo_url(root)
     numbered = find_notebooks(root / "nbs")
     modules_nbs = [p for p in sorted((root / "nbs").glob("*.ipynb")) if p not in numbered and _module_of(p)]
     pages = [f"nbs/{p.name}" for p in chapters + modules_nbs]
-    extra = [p for p in SITE_EXTRA_PAGES if (root / p).exists()]
+    extra = [p for p in SITE_EXTRA_PAGES if (root / p).exists()] if lang == "en" else []
     included = {"README.md", *pages, *extra}
     with tempfile.TemporaryDirectory(prefix="course-site-") as src:
-        taught = _site_sources(Path(src), root, run_dir, chapters, modules_nbs, pages, extra, included, url)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-        built = work / "html"  # myst-nb writes jupyter_execute/ beside Sphinx's output: inside `work` too
-        try:
-            cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", src, str(built)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                last = (r.stderr or r.stdout).strip().splitlines()[-1][:300]
-                raise CourseLibError(f"sphinx-build failed: {last} ({out} was left as it was)")
-            claim_folder(built, "site", overwrite=True)  # the finished build, marked as a site
-            swap_in(built, out)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    n_pages = len([p for p in out.rglob("*.html") if not p.name.startswith(("genindex", "search"))])
-    n_entries = sum(len(importlib.import_module(f"course_lib.{m}").__all__) for m in taught)
-    return dict(pages=n_pages, api_entries=n_entries, seconds=round(time.time() - start, 1), site=str(out))
+        taught = _site_sources(
+            Path(src), root, run_dir, chapters, modules_nbs, pages, extra, included, url, lang
+        )
+        untranslated = [p.removesuffix(".md") for p in SITE_EXTRA_PAGES]
+        (Path(src) / "_templates").mkdir()
+        (Path(src) / "_templates" / "language-switch.html").write_text(
+            _language_switch(lang, languages, untranslated)
+        )
+        cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", src, str(built)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            last = (r.stderr or r.stdout).strip().splitlines()[-1][:300]
+            where = "" if lang == "en" else f" ({LANGUAGE_NAMES[lang]})"
+            raise CourseLibError(f"sphinx-build failed{where}: {last} ({out} was left as it was)")
+    return taught
 
 
 def _site_notebook(path: Path, root: Path, included: set, url: str) -> dict:
-    "A notebook as the site shows it: site cells only, outputs without machine paths, links for the site."
+    """A notebook as the site shows it: site cells only, outputs without machine paths, links for the site,
+    hints and answers folded, and each exercise's worked solution folded under it."""
     nb = json.loads(path.read_text())
     nb["cells"] = site_cells(nb["cells"])
+    solutions = root / "nbs" / "solutions" / path.name
+    if solutions.exists():
+        nb["cells"] = with_solutions(nb["cells"], solutions_by_exercise(solutions))
     for c in nb["cells"]:
         for o in c.get("outputs", []):
             if "text" in o:  # a stream: stdout or stderr
@@ -305,7 +423,8 @@ def _site_notebook(path: Path, root: Path, included: set, url: str) -> dict:
                 if kind in o.get("data", {}):
                     o["data"][kind] = scrub_paths("".join(o["data"][kind]), root)
         if c["cell_type"] == "markdown":
-            c["source"] = site_markdown("".join(c["source"]), f"nbs/{path.name}", included, url)
+            text = site_dropdowns("".join(c["source"]))
+            c["source"] = site_markdown(text, f"nbs/{path.name}", included, url)
     return nb
 
 
@@ -344,18 +463,23 @@ def _site_sources(
     extra: list,  # the repository pages the site includes (SITE_EXTRA_PAGES that exist)
     included: set,  # every repository path the site has a page for
     url: str,  # the repository URL
+    lang: str = "en",  # "en", or a translation's code: its chapters' prose and home page
 ) -> dict:
     """Write the site's Sphinx sources into `src`: the pages, the API reference, conf.py and static files.
     Returns the modules the reference covers, each with its notebook and title."""
     taught = {}  # module -> (notebook, title)
     (src / "nbs").mkdir(exist_ok=True)
-    for p in chapters + modules_nbs:
-        nb = _site_notebook(run_dir / p.name if p in chapters else p, root, included, url)
-        module = _module_of(p)
-        if module:
-            taught[module] = (p.name, _title(nb)[0])
-            _link_api(nb, module)
-        (src / "nbs" / p.name).write_text(json.dumps(nb))
+    with tempfile.TemporaryDirectory(prefix="course-translated-") as translated:
+        for p in chapters + modules_nbs:
+            source = run_dir / p.name if p in chapters else p
+            if lang != "en" and p in chapters:
+                source = _translated_run(source, root / TRANSLATED_DIR[lang] / p.name, Path(translated))
+            nb = _site_notebook(source, root, included, url)
+            module = _module_of(p)
+            if module:
+                taught[module] = (p.name, _title(nb)[0])
+                _link_api(nb, module)
+            (src / "nbs" / p.name).write_text(json.dumps(nb))
     _api_pages(src / "api", taught)
     for page in extra:
         (src / page).parent.mkdir(parents=True, exist_ok=True)
@@ -363,11 +487,40 @@ def _site_sources(
     toc = "\n".join(
         [p.removesuffix(".ipynb") for p in pages] + ["api/index", *[p.removesuffix(".md") for p in extra]]
     )
-    readme = site_markdown((root / "README.md").read_text(), "README.md", included, url)
+    home = (root / "README.md").read_text() if lang == "en" else _translated_home(root, lang)
+    readme = site_markdown(home, "README.md", included, url)
     (src / "index.md").write_text(f"{readme}\n```{{toctree}}\n:hidden:\n{toc}\n```\n")
-    (src / "conf.py").write_text(SITE_CONF.format(url=url))
+    (src / "conf.py").write_text(SITE_CONF.format(url=url, lang=lang))
     import mathjax  # the django-static-mathjax package: MathJax 3's files
 
     shutil.copytree(Path(mathjax.__file__).parent / "static" / "mathjax" / "es5", src / "_static" / "mathjax")
     _favicon(src / "_static" / "favicon.png")
     return taught
+
+
+def _translated_run(
+    executed: Path,  # an executed English chapter
+    translated: Path,  # the same chapter's translated notebook
+    folder: Path,  # where to write the result
+) -> Path:
+    "The executed chapter with the translated notebook's markdown (cells matched by id): one run for both."
+    nb = json.loads(executed.read_text())
+    prose = {
+        c["id"]: c["source"]
+        for c in json.loads(translated.read_text())["cells"]
+        if c["cell_type"] == "markdown"
+    }
+    for c in nb["cells"]:
+        if c["cell_type"] == "markdown" and c.get("id") in prose:
+            c["source"] = prose[c["id"]]
+    (folder / executed.name).write_text(json.dumps(nb))
+    return folder / executed.name
+
+
+def _translated_home(
+    root: Path,  # the repository root
+    lang: str,  # a translation's code
+) -> str:
+    "The translation's home page: its index notebook as the README is made, chapter links into nbs/."
+    readme = make_readme(root / TRANSLATED_DIR[lang] / "00_index.ipynb")
+    return re.sub(r"\]\((\d\d_[\w.-]+\.ipynb)", r"](nbs/\1", readme)

@@ -25,7 +25,8 @@ def serve(folder):
 
 
 def check(site, shots, chromium="/usr/bin/chromium"):
-    """(pages, problems) of the site in `site`; screenshots of the index and chapter 03 go to `shots`.
+    """(pages, problems) of the site in `site`; screenshots of the index and chapter 03, in English and in
+    Korean, and of one of chapter 03's solutions unfolded go to `shots`.
     `chromium`: a browser executable, or "playwright" for Playwright's own."""
     from playwright.sync_api import sync_playwright
 
@@ -83,12 +84,34 @@ def check(site, shots, chromium="/usr/bin/chromium"):
                 problems.append(f"{rel}: a chapter page without plots")
             problems += [f"{rel}: {e}" for e in errors]
         Path(shots).mkdir(parents=True, exist_ok=True)
-        for rel, name in (("index.html", "index.png"), ("nbs/03_pytorch_loop.html", "chapter-03.png")):
+        for rel, name in (
+            ("index.html", "index.png"),
+            ("nbs/03_pytorch_loop.html", "chapter-03.png"),
+            ("ko/index.html", "ko-index.png"),
+            ("ko/nbs/03_pytorch_loop.html", "ko-chapter-03.png"),
+        ):
             page.goto(base + rel, wait_until="networkidle")
             page.screenshot(path=str(Path(shots) / name), full_page=False)
+        problems += _unfold_a_solution(
+            page, base + "nbs/03_pytorch_loop.html", Path(shots) / "exercise-03.png"
+        )
         browser.close()
     server.shutdown()
     return pages, problems
+
+
+def _unfold_a_solution(page, url, shot):
+    "A worked solution is folded until its summary is clicked; the unfolded one is screenshot to `shot`."
+    page.goto(url, wait_until="networkidle")
+    solution = page.locator("details.sd-dropdown:has(> summary:has-text('Solution'))").first
+    code = solution.locator("pre").first
+    problems = [f"{url}: a solution shows before it is unfolded"] if code.is_visible() else []
+    solution.locator("summary").click()
+    if not code.is_visible():
+        problems.append(f"{url}: a solution does not unfold")
+    solution.scroll_into_view_if_needed()
+    page.screenshot(path=str(shot), full_page=False)
+    return problems
 
 
 if __name__ == "__main__":

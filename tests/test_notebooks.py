@@ -9,7 +9,7 @@ from conftest import REPO
 NOTEBOOKS = [p.name for p in find_notebooks(REPO / "nbs")]
 
 
-def test_every_chapter_ends_with_summary_questionnaire_further_research():
+def test_every_chapter_ends_with_summary_exercises_questionnaire_further_research():
     for name in NOTEBOOKS:
         if name.startswith("00_"):
             continue
@@ -18,8 +18,12 @@ def test_every_chapter_ends_with_summary_questionnaire_further_research():
             for c in json.loads((REPO / "nbs" / name).read_text())["cells"]
             if c["cell_type"] == "markdown"
         )
-        for heading in ("## Summary", "## Questionnaire", "## Further research"):
+        headings = ["## Summary", "## Questionnaire", "## Further research"]
+        if not name.startswith("99_"):  # the command line's chapter has no exercises
+            headings.insert(1, "## Exercises")
+        for heading in headings:
             assert heading in md, f"{name} lacks {heading}"
+        assert [md.find(h) for h in headings] == sorted(md.find(h) for h in headings), f"{name}: order"
         questions = md.split("## Questionnaire")[1].split("## Further research")[0]
         assert len(re.findall(r"^\d+\. ", questions, re.M)) >= 10, name
 

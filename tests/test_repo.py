@@ -17,10 +17,9 @@ def _project_copy(tmp_path):
 def test_notebooks_are_clean(tmp_path):
     proj = _project_copy(tmp_path)
     subprocess.run([str(BIN / "nbdev-clean")], cwd=proj, check=True, capture_output=True)
-    for nb in sorted((REPO / "nbs").glob("*.ipynb")):
-        assert (proj / "nbs" / nb.name).read_text() == nb.read_text(), (
-            f"{nb.name} is not clean: run nbdev-clean"
-        )
+    for nb in sorted((REPO / "nbs").rglob("*.ipynb")):  # the solutions notebooks too
+        name = nb.relative_to(REPO / "nbs")
+        assert (proj / "nbs" / name).read_text() == nb.read_text(), f"{name} is not clean: run nbdev-clean"
         cells = json.loads(nb.read_text())["cells"]
         assert not any(
             c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code"

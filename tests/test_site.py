@@ -1,6 +1,7 @@
 "The course website: built from the course run by `course-lib site`, every page opened in headless Chromium."
 
 import importlib
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,11 @@ def course_run():
 
 @pytest.fixture(scope="module")
 def site(course_run, tmp_path_factory):
+    "The README's first command's site when it was built from this course run; else built here."
+    built = REPO / "_site"
+    newest_run = max(p.stat().st_mtime for p in course_run.glob("*.ipynb"))
+    if (built / "index.html").exists() and (built / "index.html").stat().st_mtime > newest_run:
+        return built
     out = tmp_path_factory.mktemp("site") / "_site"
     r = run_cli("site", "--run", course_run, "--out", out, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -53,8 +59,39 @@ def test_every_page_loads_without_errors_broken_links_or_missing_plots(site, cou
         if str(REPO) in p.read_text() or str(Path.home()) in p.read_text()
     ]
     assert not leaks, f"pages that show this machine's paths: {leaks}"
-    for name in ("index.png", "chapter-03.png"):
+    for name in ("index.png", "chapter-03.png", "exercise-03.png", "ko-index.png", "ko-chapter-03.png"):
         assert (shots / name).stat().st_size > 10_000, name
+
+
+def test_every_page_has_its_korean_twin_and_a_switch_both_ways(site):
+    "Every English page switches to the same page in Korean (pages only in English: to the Korean home)."
+    import subprocess
+
+    found = subprocess.run(["fc-list", ":lang=ko"], capture_output=True, text=True).stdout
+    assert found.strip(), (
+        "no font with Hangul: the Korean screenshots would show boxes (tools/setup-browser.sh)"
+    )
+    english = [p for p in site.rglob("*.html") if "ko" not in p.relative_to(site).parts[:1]]
+    for page in english:
+        rel = page.relative_to(site).as_posix()
+        if rel.startswith(("_static", "genindex", "search")):
+            continue
+        html = page.read_text()
+        switch = re.search(r'<a class="btn language-switch" href="([^"]+)" hreflang="ko">한국어</a>', html)
+        assert switch, f"{rel} has no switch to Korean"
+        twin = (page.parent / switch[1]).resolve()
+        assert twin.exists(), (rel, switch[1])
+        if not rel.startswith(("bench/", "CHANGELOG", "TROUBLESHOOTING", "CONTRIBUTING")):
+            assert twin == (site / "ko" / rel).resolve(), (rel, switch[1])
+            back = re.search(
+                r'<a class="btn language-switch" href="([^"]+)" hreflang="en">English</a>', twin.read_text()
+            )
+            assert back and (twin.parent / back[1]).resolve() == page.resolve(), (
+                f"ko/{rel} does not switch back"
+            )
+    chapters = [p.stem for p in find_notebooks(REPO / "nbs") if not p.name.startswith("00_")]
+    for stem in chapters:
+        assert "<h1>" in (site / "ko" / "nbs" / f"{stem}.html").read_text(), stem
 
 
 def test_every_exported_name_has_a_reference_entry_linked_both_ways(site):
@@ -68,6 +105,22 @@ def test_every_exported_name_has_a_reference_entry_linked_both_ways(site):
         assert taught, f"api/{module}.html does not link to its notebook"
         chapter = (site / "nbs" / f"{taught[1]}.html").read_text()
         assert f'href="../api/{module}.html#{names[0]}"' in chapter, f"{taught[1]} does not link back"
+
+
+def test_hints_solutions_and_answers_are_folded_under_each_exercise_and_question(site):
+    "A chapter page folds each exercise's hint and worked solution, and each question's answer."
+    for chapter in find_notebooks(REPO / "nbs")[1:]:
+        page = (site / "nbs" / f"{chapter.stem}.html").read_text()
+        md = "\n".join("".join(c["source"]) for c in json.loads(chapter.read_text())["cells"])
+        exercises = len(re.findall(r"^### Exercise \d+\.\d+:", md, re.M))
+        questions = md.count("<details><summary>Answer</summary>")
+        opened = re.findall(r'<details class="sd-sphinx-override sd-dropdown[^"]*"\s+open', page)
+        summaries = re.findall(
+            r'<summary class="sd-summary-title[^>]*>\s*<span class="sd-summary-text">(\w+)', page
+        )
+        want = {"Hint": exercises, "Solution": exercises, "Answer": questions}
+        assert {k: summaries.count(k) for k in want} == want, chapter.name
+        assert not opened and questions >= 10, chapter.name
 
 
 def test_site_without_a_course_run_is_one_clear_error(tmp_path):
@@ -94,7 +147,9 @@ def test_keys_in_the_environment_stay_out_of_the_run_and_the_site(
     shutil.copytree(course_run, run, ignore=shutil.ignore_patterns("09_*", "wandb-data", "screenshots"))
     for p in profile_run.glob("09_*"):
         shutil.copy(p, run / p.name)
-    build_site(run, tmp_path / "site", root=REPO)
+    build_site(
+        run, tmp_path / "site", root=REPO, translations=False
+    )  # the Korean pages show the same outputs
     for folder in (profile_run, Path(WANDB_DATA_DIR), run, tmp_path / "site"):
         for p in folder.rglob("*"):
             if p.is_file() and p.stat().st_size < 50_000_000:

@@ -4,4 +4,4 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup-venv.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/setup-browser.sh"
-python -m pytest -q "$@"
+python -m pytest -q --durations=25 "$@"  # the slowest tests listed at the end: where CI time goes

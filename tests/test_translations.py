@@ -1,0 +1,82 @@
+"""The Korean edition: catalogs complete and never behind the English prose, terms as TERMINOLOGY.md fixes
+them, and Korean notebooks in step with the English ones, with the same code, that run."""
+
+import json
+import re
+
+import pytest
+from conftest import REPO
+from course_lib.runner import run_notebook
+from course_lib.translations import (
+    LANGUAGES,
+    TRANSLATED_DIR,
+    catalog_path,
+    catalog_stats,
+    read_catalog,
+    terminology,
+    translate,
+    translated_notebooks,
+    translation_problems,
+)
+
+FIX = "run `course-lib sync-docs`, then translate what it marks (see CONTRIBUTING.md)"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_entry_is_translated_and_none_is_fuzzy(lang):
+    stats = catalog_stats(REPO, lang)
+    behind = {nb: s for nb, s in stats.items() if s["translated"] != s["entries"] or s["fuzzy"]}
+    assert not behind, f"{lang} is behind the English: {behind}; {FIX}"
+    assert sum(s["entries"] for s in stats.values()) > 900
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_catalogs_and_translated_notebooks_are_in_step_with_the_english(lang):
+    "Like the nbdev export check: an English change without `course-lib sync-docs` fails here."
+    assert translate(REPO, lang, write=False) == [], FIX
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_translations_keep_code_links_tables_and_the_chosen_terms(lang):
+    terms = terminology(REPO, lang)
+    assert len(terms) >= 10
+    problems = []
+    for nb in translated_notebooks(REPO):
+        for m in read_catalog(catalog_path(REPO, lang, nb.name)):
+            if m.id and m.string:
+                problems += [
+                    f"{nb.name}: {p}: {m.id[:60]!r}" for p in translation_problems(m.id, m.string, terms)
+                ]
+    assert not problems, "\n".join(problems[:30])
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_terminology_fixes_each_term_once(lang):
+    text = (REPO / "locales" / lang / "TERMINOLOGY.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| English")]
+    english = [r.split("|")[1].strip() for r in rows]
+    assert len(rows) >= 40 and len(english) == len(set(english)), "a term listed twice"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_translated_notebooks_have_the_english_code_and_translated_prose(lang):
+    hangul = re.compile(r"[\uac00-\ud7a3]")
+    for nb in translated_notebooks(REPO):
+        en = json.loads(nb.read_text())["cells"]
+        tr = json.loads((REPO / TRANSLATED_DIR[lang] / nb.name).read_text())["cells"]
+        assert [(c["id"], c["cell_type"]) for c in en] == [(c["id"], c["cell_type"]) for c in tr], nb.name
+        code = [(a["source"], b["source"]) for a, b in zip(en, tr) if a["cell_type"] == "code"]
+        assert all(a == b for a, b in code), f"{nb.name}: a code cell differs"
+        prose = ["".join(c["source"]) for c in tr if c["cell_type"] == "markdown"]
+        assert all(hangul.search(p) for p in prose if re.search(r"[A-Za-z]{4}", p)), nb.name
+
+
+@pytest.mark.slow
+def test_a_korean_notebook_runs_in_smoke_mode(tmp_path):
+    "The generated files execute: chapter 02 in Korean, with its exercises' checks."
+    row = run_notebook(REPO / "ko" / "02_dataset.ipynb", tmp_path, {"SMOKE": True}, timeout=600)
+    assert row["status"] == "ok", row["error"]
+    cells = json.loads((tmp_path / "02_dataset.ipynb").read_text())["cells"]
+    printed = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
+    assert "✗ Exercise 2.1: to_rgb returned None" in printed
+    assert "데이터셋" in "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
