@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['EXERCISES', 'Wrong', 'expect', 'answer_of', 'close', 'Exercise', 'exercise', 'check']
+__all__ = ['EXERCISES', 'Wrong', 'expect', 'answer_of', 'close', 'Exercise', 'exercise', 'verdict', 'check']
 
 # %% ../nbs/exercises.ipynb #e004
 class Wrong(Exception):
@@ -90,26 +90,31 @@ def _one_line(err: BaseException) -> str:
     return type(err).__name__ + (f": {text[0][:200]}" if text else "")
 
 
-def check(
+def verdict(
     number: str,  # the exercise, e.g. "3.1"
     *answer,  # what the exercise asks for: a function, a value, ...
-) -> bool:
-    """Check an answer and print one line: ✓ when it is right, ✗ and what is wrong when it is not.
-    Never raises, so an unfinished exercise does not stop the notebook."""
+) -> tuple[bool, str]:
+    "(whether the answer is right, the one line that says so or says what is wrong); never raises."
     ex = EXERCISES.get(number)
     if ex is None:
-        print(f"✗ there is no exercise {number}: the course has {', '.join(sorted(EXERCISES))}")
-        return False
+        known = sorted(EXERCISES, key=lambda n: tuple(int(k) for k in n.split(".")))
+        return False, f"✗ there is no exercise {number}: the course has {', '.join(known)}"
     try:
         ex.checker(*answer)
     except Wrong as wrong:
-        print(f"✗ Exercise {number}: {wrong}")
-        return False
+        return False, f"✗ Exercise {number}: {wrong}"
     except Exception as err:  # the learner's code raised: say what, in one line
-        print(f"✗ Exercise {number}: your code raised {_one_line(err)}")
-        return False
-    print(f"✓ Exercise {number}: right")
-    return True
+        return False, f"✗ Exercise {number}: your code raised {_one_line(err)}"
+    return True, f"✓ Exercise {number}: right"
+
+
+def check(
+    number: str,  # the exercise, e.g. "3.1"
+    *answer,  # what the exercise asks for: a function, a value, ...
+) -> None:
+    """Check an answer and print one line: ✓ when it is right, ✗ and what is wrong when it is not.
+    Never raises, so an unfinished exercise does not stop the notebook."""
+    print(verdict(number, *answer)[1])
 
 # %% ../nbs/exercises.ipynb #ech01
 def _interleaved_table(n_patients, n_folds, seed):

@@ -28,7 +28,7 @@ from .runner import find_notebooks
 from .translations import LANGUAGES, TRANSLATED_DIR
 
 # %% auto #0
-__all__ = ['SITE_EXTRA_PAGES', 'SITE_CONF', 'LANGUAGE_NAMES', 'site_markdown', 'site_cells', 'site_dropdowns',
+__all__ = ['SITE_EXTRA_PAGES', 'SITE_CONF', 'LANGUAGE_NAMES', 'SWITCH_CSS', 'site_markdown', 'site_cells', 'site_dropdowns',
            'solutions_by_exercise', 'with_solutions', 'scrub_paths', 'parameter_docs', 'api_entries', 'api_page',
            'build_site']
 
@@ -277,14 +277,21 @@ html_theme_options = {{
     "repository_url": "{url}",
     "repository_branch": "main",
     "use_repository_button": True,
-    "launch_buttons": {{"colab_url": "https://colab.research.google.com"}},
+    "launch_buttons": {launch},
     "article_header_end": ["language-switch.html", "article-header-buttons.html"],
 }}
+html_css_files = ["language-switch.css"]
 language = "{lang}"
 templates_path = ["_templates"]
 exclude_patterns = ["_build"]
 """
 LANGUAGE_NAMES = {"en": "English", "ko": "한국어"}  # what the language switch says
+SWITCH_CSS = """
+.bd-header-article .header-article-items__end { display: flex; flex-wrap: nowrap; align-items: center; }
+.bd-header-article .header-article-items__end a.btn.language-switch { white-space: nowrap; font-weight: 600;
+  font-size: 0.9rem; padding: 0.15rem 0.6rem; border: 1px solid var(--pst-color-border);
+  border-radius: 0.3rem; margin-right: 0.4rem; }
+"""
 
 
 def _language_switch(
@@ -490,11 +497,14 @@ def _site_sources(
     home = (root / "README.md").read_text() if lang == "en" else _translated_home(root, lang)
     readme = site_markdown(home, "README.md", included, url)
     (src / "index.md").write_text(f"{readme}\n```{{toctree}}\n:hidden:\n{toc}\n```\n")
-    (src / "conf.py").write_text(SITE_CONF.format(url=url, lang=lang))
+    # the theme's launch button opens the English notebook: a translated page has its own badges instead
+    launch = '{"colab_url": "https://colab.research.google.com"}' if lang == "en" else "{}"
+    (src / "conf.py").write_text(SITE_CONF.format(url=url, lang=lang, launch=launch))
     import mathjax  # the django-static-mathjax package: MathJax 3's files
 
     shutil.copytree(Path(mathjax.__file__).parent / "static" / "mathjax" / "es5", src / "_static" / "mathjax")
     _favicon(src / "_static" / "favicon.png")
+    (src / "_static" / "language-switch.css").write_text(SWITCH_CSS)
     return taught
 
 
