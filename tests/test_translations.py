@@ -80,3 +80,27 @@ def test_a_korean_notebook_runs_in_smoke_mode(tmp_path):
     printed = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
     assert "✗ Exercise 2.1: to_rgb returned None" in printed
     assert "데이터셋" in "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_an_english_change_marks_its_entry_fuzzy_and_a_new_paragraph_untranslated(tmp_path):
+    "What keeps the Korean from falling behind: the tests above fail until the translator mends both."
+    import shutil
+
+    (tmp_path / "nbs").mkdir()
+    shutil.copy(REPO / "nbs" / "99_cli.ipynb", tmp_path / "nbs")
+    po = catalog_path(tmp_path, "ko", "99_cli.ipynb")
+    po.parent.mkdir(parents=True)
+    shutil.copy(catalog_path(REPO, "ko", "99_cli.ipynb"), po)
+    nb = json.loads((tmp_path / "nbs" / "99_cli.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "Everything the notebooks teach" in "".join(c["source"]))
+    old = next(m for m in read_catalog(po) if m.id.startswith("Everything the notebooks teach"))
+    cell["source"] = "".join(cell["source"]).replace("the notebooks teach", "the chapters teach")
+    nb["cells"].append({"cell_type": "markdown", "id": "new", "metadata": {}, "source": "A new paragraph."})
+    (tmp_path / "nbs" / "99_cli.ipynb").write_text(json.dumps(nb))
+    assert str(po.relative_to(tmp_path)) in translate(tmp_path, "ko")
+    stats = catalog_stats(tmp_path, "ko")["99_cli.ipynb"]
+    assert (stats["fuzzy"], stats["untranslated"]) == (1, 1), stats
+    changed = next(m for m in read_catalog(po) if m.id.startswith("Everything the chapters teach"))
+    assert changed.fuzzy and changed.string == old.string, "the old translation stays, marked for review"
+    ko = json.loads((tmp_path / "ko" / "99_cli.ipynb").read_text())
+    assert "".join(ko["cells"][-1]["source"]) == "A new paragraph."  # English until translated
