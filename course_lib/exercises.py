@@ -195,12 +195,18 @@ def _check_1_1(malignant_per_patient):
         )
 
 
+def _grouped_folds_1(answer, cases):
+    "For each (patients, folds, seed) case: its table, the answer's folds (checked grouped), the fold count."
+    for n_patients, n_folds, seed in cases:
+        df = _interleaved_table(n_patients, n_folds, seed)
+        folds = _folds_of(answer, df, n_folds)
+        _expect_grouped(df, folds)
+        yield df, folds, n_folds
+
+
 @exercise("1.2", "folds grouped by patient")
 def _check_1_2(patient_folds):
-    for n_patients, n_folds, seed in [(60, 5, 0), (40, 3, 1)]:
-        df = _interleaved_table(n_patients, n_folds, seed)
-        folds = _folds_of(patient_folds, df, n_folds)
-        _expect_grouped(df, folds)
+    for df, folds, n_folds in _grouped_folds_1(patient_folds, [(60, 5, 0), (40, 3, 1)]):
         sizes = np.bincount(folds, minlength=n_folds)
         expect(
             sizes.max() <= 2 * sizes.min(),
@@ -211,10 +217,7 @@ def _check_1_2(patient_folds):
 
 @exercise("1.3", "folds stratified by target")
 def _check_1_3(stratified_patient_folds):
-    for n_patients, n_folds, seed in [(100, 5, 0), (100, 4, 1)]:
-        df = _interleaved_table(n_patients, n_folds, seed)
-        folds = _folds_of(stratified_patient_folds, df, n_folds)
-        _expect_grouped(df, folds)
+    for df, folds, n_folds in _grouped_folds_1(stratified_patient_folds, [(100, 5, 0), (100, 4, 1)]):
         overall, rates = df.target.mean(), df.assign(fold=folds).groupby("fold").target.mean()
         worst = (rates - overall).abs().idxmax()
         expect(
