@@ -1,4 +1,4 @@
-"""`course-lib sync-docs`: badges, install links, the table of contents, the results table and README.md, derived from the notebooks.
+"""`course-lib sync-docs`: badges, install links, the table of contents, the results table, the translation catalogs and translated notebooks, and README.md, derived from the notebooks.
 
 Docs: https://course-lib.github.io/course_lib/docs_sync.html.md"""
 
