@@ -128,10 +128,7 @@ def _runner_parser(sub):
         action="store_true",
         help="replace --out even when it holds files the course did not write",
     )
-    d = sub.add_parser(
-        "sync-docs",
-        help="refresh badges, links, the table of contents, the catalogs and ko/; regenerate README.md",
-    )
+    d = sub.add_parser("sync-docs", help="refresh badges, links, contents, catalogs, ko/ and README.md")
     d.add_argument(
         "--check", action="store_true", help="only report what is out of date; exit 1 if anything is"
     )
