@@ -50,6 +50,24 @@ def test_translations_keep_code_links_tables_and_the_chosen_terms(lang):
     assert not problems, "\n".join(problems[:30])
 
 
+SCRIPT = {"ko": re.compile(r"[\uac00-\ud7a3]")}  # a translation's prose is written in its script: Hangul
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_entry_is_the_english_copied(lang):
+    "An msgstr without a word of the language (a heading copied as it was) is untranslated, whatever it says."
+    code = re.compile(r"`[^`]+`|\]\([^)]*\)|https?://\S+")
+    copied = [
+        f"{nb.name}: {m.id[:60]!r}"
+        for nb in translated_notebooks(REPO)
+        for m in read_catalog(catalog_path(REPO, lang, nb.name))
+        if m.id
+        and re.search("[A-Za-z]{3}", code.sub("", m.id))
+        and not SCRIPT[lang].search(code.sub("", m.string))
+    ]
+    assert not copied, f"{FIX}: {copied}"
+
+
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_terminology_fixes_each_term_once(lang):
     text = (REPO / "locales" / lang / "TERMINOLOGY.md").read_text()
