@@ -16,8 +16,8 @@ from pathlib import Path
 from .runner import _results_text, find_notebooks
 
 # %% auto #0
-__all__ = ['RESULTS_FILE', 'repo_url', 'badges', 'pages_url', 'relink', 'toc', 'record_run', 'results_table', 'sync_docs',
-           'make_readme']
+__all__ = ['RESULTS_FILE', 'repo_url', 'badges', 'pages_url', 'relink', 'toc', 'record_run', 'results_table', 'notebook_text',
+           'sync_docs', 'make_readme']
 
 # %% ../nbs/docs_sync.ipynb #c015
 def repo_url(
@@ -143,6 +143,13 @@ _TOC = re.compile(r"(<!-- toc -->\n)(?:.*?\n)?(<!-- /toc -->)", re.S)
 _RESULTS = re.compile(r"(<!-- results -->\n)(?:.*?\n)?(<!-- /results -->)", re.S)
 
 
+def notebook_text(
+    nb: dict,  # a notebook
+) -> str:
+    "The notebook as nbdev-clean writes it: JSON indented by one, non-ASCII kept."
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
 def sync_docs(
     root=".",  # the repository root
     write: bool = True,  # write the changes; False: only report them
@@ -164,7 +171,7 @@ def sync_docs(
                 src = _TOC.sub(lambda m: m[1] + toc(nbs_dir, url) + "\n" + m[2], src)
                 src = _RESULTS.sub(lambda m: m[1] + results + "\n" + m[2], src)
             c["source"] = src.splitlines(keepends=True)
-        text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+        text = notebook_text(nb)
         if text != p.read_text():
             changed.append(str(p.relative_to(root)))
             if write:

@@ -229,10 +229,10 @@ def translation_table(
 _LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
 
 
-def _relink(text: str, nb_name: str, folder: str, root: Path) -> str:
-    "Badges pointing at the translated notebook; links to files only beside the English ones pointing there."
+def _relink(text: str, nb_name: str, folder: str, root: Path, names: set) -> str:
+    """Badges pointing at the translated notebook; links to files only beside the English ones pointing there
+    (`names`: the files the translated folder holds)."""
     text = text.replace(f"/blob/main/nbs/{nb_name})", f"/blob/main/{folder}/{nb_name})")
-    names = _names(root)
 
     def fix(m):
         target = m[1].split("#")[0]
@@ -241,11 +241,6 @@ def _relink(text: str, nb_name: str, folder: str, root: Path) -> str:
         return f"](../nbs/{m[1]})"
 
     return _LINK.sub(fix, text)
-
-
-def _names(root: Path) -> set:
-    "The file names the translated folder will hold."
-    return {p.name for p in translated_notebooks(root)}
 
 
 def translated_notebook(
@@ -257,10 +252,11 @@ def translated_notebook(
     root, nb_path = Path(root), Path(nb_path)
     table = translation_table(catalog_path(root, lang, nb_path.name))
     nb = json.loads(nb_path.read_text())
+    names = {p.name for p in translated_notebooks(root)}  # what the translated folder holds
     for c in nb["cells"]:
         if c["cell_type"] == "markdown":
             text = translate_markdown("".join(c["source"]), table)
-            text = _relink(text, nb_path.name, TRANSLATED_DIR[lang], root)
+            text = _relink(text, nb_path.name, TRANSLATED_DIR[lang], root, names)
             if "<!-- toc -->" in text:
                 text = _TOC.sub(lambda m: m[1] + translated_toc(root, lang) + "\n" + m[2], text)
             c["source"] = text.splitlines(keepends=True)
@@ -289,11 +285,6 @@ def translated_toc(
     return "\n".join(rows)
 
 # %% ../nbs/translations.ipynb #t012
-def _dumps(nb: dict) -> str:
-    "A notebook as nbdev-clean writes it."
-    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
-
-
 def translate(
     root=".",  # the repository root
     lang: str = "ko",  # the language
@@ -301,6 +292,8 @@ def translate(
 ) -> list[str]:
     """Refresh every catalog of `lang` from the English notebooks, then write the translated notebooks;
     returns the files that changed (or would change, with write=False)."""
+    from course_lib.docs_sync import notebook_text
+
     if lang not in LANGUAGES:
         raise CourseLibError(
             f"unknown language {lang!r}: the course is translated into {', '.join(LANGUAGES)}"
@@ -311,7 +304,7 @@ def translate(
         if update_catalog(nb, lang, root, write):
             changed.append(str(path.relative_to(root)))
         out = root / TRANSLATED_DIR[lang] / nb.name
-        text = _dumps(translated_notebook(nb, lang, root)) if path.exists() else None
+        text = notebook_text(translated_notebook(nb, lang, root)) if path.exists() else None
         if text is not None and (not out.exists() or out.read_text() != text):
             changed.append(str(out.relative_to(root)))
             if write:
