@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 import pytest
 
@@ -63,18 +64,25 @@ def no_kaggle_env(tmp_path, monkeypatch):
 
 
 RUNTIMES = {"colab-gpu": ("3.13", "2.11.0"), "colab-tpu": ("3.13", "2.9.0")}  # Python, torch
+# What the per-push suite runs in each profile (the deeper suite: the profile's own `# run:` line). Chapter 09
+# runs both engines, the data stack and W&B on the runtime's versions, with keys in the environment
+# (test_site.py); 08 stops in one line on a GPU runtime, as its `# expect:` line says. The TPU profile runs
+# in the deeper suite only.
+PER_PUSH = {"colab-gpu": "08,09"}
 FAKE_SECRETS = {"WANDB_API_KEY": "f" * 40, "KAGGLE_USERNAME": "learner-fake", "KAGGLE_KEY": "k" * 32}
 
 
 @pytest.fixture(scope="session")
-def runtime_runs():
-    """Run tools/check-runtime.sh for each Colab runtime once per session, with FAKE_SECRETS in the
-    environment (tests/test_site.py looks for them in what chapter 09 wrote); returns name -> (exit status,
-    summary, output)."""
+def runtime_runs(request):
+    """Run tools/check-runtime.sh for the Colab runtimes once per session (per push: PER_PUSH; with --deep:
+    both, every chapter their profiles name), with FAKE_SECRETS in the environment (tests/test_site.py looks
+    for them in what chapter 09 wrote); returns name -> (exit status, summary, output)."""
+    deep = request.config.getoption("--deep")
     runs = {}
-    for name in RUNTIMES:
+    for name in RUNTIMES if deep else PER_PUSH:
+        only = () if deep else ("--only", PER_PUSH[name])
         r = subprocess.run(
-            ["bash", str(REPO / "tools" / "check-runtime.sh"), name],
+            ["bash", str(REPO / "tools" / "check-runtime.sh"), name, *only],
             cwd=REPO,
             text=True,
             capture_output=True,
@@ -87,3 +95,76 @@ def runtime_runs():
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
         runs[name] = (r.returncode, summary, r.stdout[-3000:] + r.stderr[-3000:])
     return runs
+
+
+# --- the per-push suite and the deeper suite -------------------------------------------------------------
+# `bash tools/run-tests.sh` (CI on every push) deselects the tests marked `deep`; `bash tools/run-tests.sh
+# --deep` (the scheduled workflow, .github/workflows/deep.yaml) runs them too. A deep test proves something
+# the per-push suite proves more cheaply or only in part (a second runtime profile, every chapter a profile
+# names, the GPU script's tiny run, the real-size compile runs); CONTRIBUTING.md lists them.
+# The suite's budget: the per-push run fails when it takes longer than COURSE_LIB_TEST_BUDGET_S seconds
+# (default 2700 s, 45 min; the deep run 7200 s). bench/SUITE.md has the measured times.
+# Each file's seconds (setup + call + teardown) go to _test_run/times.json; bench/suite_times.py tabulates
+# them in bench/SUITE.md.
+_SUITE = {"start": time.monotonic(), "files": {}}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--deep", action="store_true", help="also run the tests marked deep (the deeper suite)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "deep: the deeper suite only (bash tools/run-tests.sh --deep)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--deep"):
+        return
+    deep = [item for item in items if item.get_closest_marker("deep")]
+    if deep:
+        config.hook.pytest_deselected(items=deep)
+        items[:] = [item for item in items if not item.get_closest_marker("deep")]
+
+
+def pytest_runtest_logreport(report):
+    name = report.nodeid.split("::")[0]
+    _SUITE["files"][name] = _SUITE["files"].get(name, 0.0) + report.duration
+
+
+def _budget(config) -> float:
+    default = 7200 if config.getoption("--deep") else 2700
+    return float(os.environ.get("COURSE_LIB_TEST_BUDGET_S", default))
+
+
+def _whole_suite(config) -> bool:
+    "True when pytest runs the whole test folder (no file, -k or -m chosen): only then is the budget checked."
+    chosen = [a for a in config.args if (config.invocation_params.dir / a).resolve() != REPO / "tests"]
+    return not chosen and not config.option.keyword and not config.option.markexpr
+
+
+def pytest_sessionfinish(session, exitstatus):
+    total = time.monotonic() - _SUITE["start"]
+    out = REPO / "_test_run"
+    out.mkdir(exist_ok=True)
+    from torch.backends.cpu import get_cpu_capability
+
+    record = dict(
+        deep=session.config.getoption("--deep"),
+        seconds=round(total, 1),
+        cpu_capability=get_cpu_capability(),
+        aten_cpu_capability=os.environ.get("ATEN_CPU_CAPABILITY"),
+        files={k: round(v, 1) for k, v in sorted(_SUITE["files"].items(), key=lambda kv: -kv[1])},
+    )
+    (out / "times.json").write_text(json.dumps(record, indent=2) + "\n")
+    _SUITE["over"] = _whole_suite(session.config) and total > _budget(session.config)
+    if _SUITE["over"] and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    total = time.monotonic() - _SUITE["start"]
+    budget = _budget(config)
+    verdict = "OVER BUDGET" if _SUITE.get("over") else "within budget"
+    terminalreporter.write_line(
+        f"suite: {total:.0f} s, budget {budget:.0f} s ({verdict}; per-file times in _test_run/times.json)"
+    )

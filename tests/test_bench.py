@@ -130,6 +130,7 @@ def tiny_gpu_run(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.deep  # the GPU script's tiny CPU run: the deeper suite
 def test_gpu_script_runs_every_step_and_writes_under_out(tiny_gpu_run):
     "bench/gpu.sh with its tiny CPU settings: the five steps finish and leave their results in $OUT."
     code, log, out = tiny_gpu_run
@@ -148,6 +149,7 @@ def test_gpu_script_runs_every_step_and_writes_under_out(tiny_gpu_run):
 
 
 @pytest.mark.slow
+@pytest.mark.deep  # the GPU script's tiny CPU run: the deeper suite
 def test_bench_writes_every_loop_and_the_ratios(tiny_gpu_run):
     _, log, out = tiny_gpu_run
     res = json.loads((out / "cpu_resnet18_32px_b4.json").read_text())
@@ -163,6 +165,7 @@ def test_bench_writes_every_loop_and_the_ratios(tiny_gpu_run):
 
 
 @pytest.mark.slow
+@pytest.mark.deep  # the GPU script's tiny CPU run: the deeper suite
 def test_bench_times_compiled_rows_beside_eager_with_the_first_step_apart(tiny_gpu_run):
     _, log, out = tiny_gpu_run
     res = json.loads((out / "compiled" / "cpu_resnet18_32px_b4.json").read_text())
@@ -182,6 +185,7 @@ def test_bench_times_compiled_rows_beside_eager_with_the_first_step_apart(tiny_g
 
 
 @pytest.mark.slow
+@pytest.mark.deep  # the GPU script's tiny CPU run: the deeper suite
 def test_gpu_script_course_mode_runs_the_chapters_and_keeps_them(tmp_path):
     "bench/gpu.sh course, tiny: the runner executes chapter 00 into $OUT/course with its summary.json."
     r = tiny_gpu_sh(tmp_path, "course", timeout=600)
@@ -192,6 +196,7 @@ def test_gpu_script_course_mode_runs_the_chapters_and_keeps_them(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.deep  # the GPU script's tiny CPU run: the deeper suite
 def test_profile_engine_lists_the_same_operators_for_every_loop(tiny_gpu_run):
     _, log, out = tiny_gpu_run
     res = json.loads((out / "profile_cpu_resnet18_32px_b4_32.json").read_text())
@@ -203,6 +208,7 @@ def test_profile_engine_lists_the_same_operators_for_every_loop(tiny_gpu_run):
 
 
 @pytest.mark.slow
+@pytest.mark.deep  # the GPU script's tiny CPU run: the deeper suite
 def test_loader_bench_measures_every_pipeline_per_worker_count(tiny_gpu_run):
     _, log, out = tiny_gpu_run
     res = json.loads((out / "loader_cpu_32px_b8_n40.json").read_text())

@@ -42,6 +42,7 @@ def runs(data, tmp_path_factory):
     return found
 
 
+@pytest.mark.deep  # Inductor builds ResNet-18 three times: per push, chapter 07 and the tests below
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning"])
 def test_compile_reaches_the_eager_auc(runs, engine):
@@ -57,6 +58,7 @@ def test_compile_reaches_the_eager_auc(runs, engine):
     assert abs(compiled["best_valid_auc"] - eager["best_valid_auc"]) < 0.08, (eager, compiled)
 
 
+@pytest.mark.deep  # Inductor builds ResNet-18 three times: per push, chapter 07 and the tests below
 @pytest.mark.slow
 def test_compiled_engines_agree(runs):
     "Chapter 04's equivalence, both engines compiled: the same losses per epoch, to compile's rounding."
@@ -65,6 +67,7 @@ def test_compiled_engines_agree(runs):
         assert abs(a["train_loss"] - b["train_loss"]) < 1e-3 and abs(a["valid_loss"] - b["valid_loss"]) < 1e-3
 
 
+@pytest.mark.deep  # Inductor builds ResNet-18 three times: per push, chapter 07 and the tests below
 @pytest.mark.slow
 def test_checkpoints_of_compiled_runs_hold_the_modules_own_names(runs):
     for name in ("pytorch-compiled", "lightning-compiled"):
@@ -76,6 +79,7 @@ def test_checkpoints_of_compiled_runs_hold_the_modules_own_names(runs):
         assert info["arch"] == ARCH and not model.training
 
 
+@pytest.mark.deep  # Inductor builds ResNet-18 three times: per push, chapter 07 and the tests below
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name, flag",

@@ -4,12 +4,13 @@ run in smoke mode there. Every chapter runs in the course command on CI's versio
 names the chapters it runs again on the runtime's versions, those whose code depends most on them: the GPU
 profile runs 07 (torch.compile, whose internals change with every torch release), 09 (both engines, the data
 stack, the dataset and W&B) and 99, the TPU profile chapter 08. Chapters 02 and 04 run in test_lowest.py on
-the oldest versions course_lib allows."""
+the oldest versions course_lib allows. Per push, only conftest.PER_PUSH runs (the GPU profile's 08 and 09);
+the deeper suite (--deep) runs both profiles and every chapter they name."""
 
 import json
 import pytest
 from course_lib.runner import find_notebooks
-from conftest import REPO, RUNTIMES
+from conftest import PER_PUSH, REPO, RUNTIMES
 
 
 def _profile_chapters() -> list[str]:
@@ -22,11 +23,24 @@ def _profile_chapters() -> list[str]:
     return sorted(names)
 
 
-NOTEBOOKS = _profile_chapters()
+def _expected_stops(runtime: str) -> set[str]:
+    "The notebooks a profile's `# expect:` lines say stop with a message there."
+    lines = (REPO / "tools" / "runtimes" / f"{runtime}.txt").read_text().splitlines()
+    return {line.split(":", 1)[1].split()[0] for line in lines if line.startswith("# expect:")}
+
+
+# the chapters the per-push profiles run to their end (08 stops on the GPU profile: it runs in the TPU one)
+PER_PUSH_CHAPTERS = {p.name for rt, only in PER_PUSH.items() for p in find_notebooks(REPO / "nbs", only)} - {
+    n for rt in PER_PUSH for n in _expected_stops(rt)
+}
+NOTEBOOKS = [
+    n if n in PER_PUSH_CHAPTERS else pytest.param(n, marks=pytest.mark.deep) for n in _profile_chapters()
+]
+RUNTIME_PARAMS = [r if r in PER_PUSH else pytest.param(r, marks=pytest.mark.deep) for r in RUNTIMES]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", RUNTIMES)
+@pytest.mark.parametrize("name", RUNTIME_PARAMS)
 def test_runtime_check_passes(name, runtime_runs):
     code, summary, output = runtime_runs[name]
     assert code == 0 and summary.get("ok"), output

@@ -55,19 +55,24 @@ def test_changing_shapes_recompile_on_xla_cpu(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def lightning_fits(tmp_path_factory):
-    """Chapter 04's module fitted by Lightning on XLA:CPU in fp32 and on the CPU (one process), and on XLA:CPU
-    in bf16 (another: torch_xla reads XLA_USE_BF16 once); returns (fp32 result, bf16 result, bf16 output)."""
-    fp32 = xla_check("lightning", tmp_path_factory.mktemp("xla-32"))
+def lightning_fit(tmp_path_factory):
+    "Chapter 04's module fitted by Lightning on XLA:CPU in fp32 and on the CPU (one process)."
+    return xla_check("lightning", tmp_path_factory.mktemp("xla-32"))
+
+
+@pytest.fixture(scope="module")
+def lightning_fits(lightning_fit, tmp_path_factory):
+    """lightning_fit, and the module fitted on XLA:CPU in bf16 (another process: torch_xla reads XLA_USE_BF16
+    once); returns (fp32 result, bf16 result, bf16 output)."""
     bf16, output = xla_check("lightning_bf16", tmp_path_factory.mktemp("xla-bf16"), output=True)
-    return fp32, bf16, output
+    return lightning_fit, bf16, output
 
 
 @pytest.mark.slow
-def test_lightning_fits_on_xla_cpu(lightning_fits):
+def test_lightning_fits_on_xla_cpu(lightning_fit):
     """Chapter 04's module, seeded the same, fitted by Lightning on XLA:CPU and on the CPU: the first steps
     agree."""
-    r = lightning_fits[0]
+    r = lightning_fit
     cpu = r["cpu"]
     assert r["strategy"] == "SingleDeviceXLAStrategy" and r["devices_seen"] == ["xla:0"], r
     assert (r["precision_plugin"], r["precision"]) == ("XLAPrecision", "32-true"), r
@@ -92,6 +97,7 @@ def test_lightning_fits_on_xla_cpu(lightning_fits):
 
 
 @pytest.mark.slow
+@pytest.mark.deep  # a second Lightning fit on XLA:CPU, in bf16: the deeper suite
 def test_lightning_fits_on_xla_cpu_in_bf16_true(lightning_fits):
     """fit_lightning(precision='bf16-mixed') on an XLA accelerator asks for 'bf16-true', and the fit really
     runs in bf16."""

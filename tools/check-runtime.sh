@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Reproduce a learner's runtime (Colab or Kaggle) on this machine and run the smoke course in it.
-#   bash tools/check-runtime.sh NAME      NAME: colab-gpu, colab-tpu, kaggle-gpu or kaggle-tpu (tools/runtimes/NAME.txt)
+#   bash tools/check-runtime.sh NAME [--only PATTERN]
+#   NAME: colab-gpu, colab-tpu, kaggle-gpu or kaggle-tpu (tools/runtimes/NAME.txt); --only overrides the profile's
+#   "# run:" line (run-notebooks --only syntax: 08,09).
 # Builds .venv-NAME with the runtime's Python minor version and package versions, installs course_lib the way the
 # notebooks' first cell does, checks that this changed none of the runtime's torch, torchvision or torch_xla, runs
 # every notebook in smoke mode, and writes _runtimes/NAME/summary.json. A notebook listed as "# expect:" in the
@@ -12,6 +14,10 @@ root=$PWD
 name=${1:?usage: bash tools/check-runtime.sh NAME (one of: $(ls tools/runtimes | sed 's/\.txt$//' | tr '\n' ' '))}
 profile=tools/runtimes/$name.txt
 [ -f "$profile" ] || { echo "check-runtime: no profile $profile; choose one of: $(ls tools/runtimes | sed 's/\.txt$//' | tr '\n' ' ')" >&2; exit 2; }
+shift
+only_arg=
+if [ "${1:-}" = --only ]; then only_arg=${2:?--only needs a pattern, e.g. 08,09}; shift 2; fi
+[ $# = 0 ] || { echo "check-runtime: unexpected arguments: $*" >&2; exit 2; }
 start=$(date +%s)
 
 # uv builds the environments (its cache makes the second build of the same versions take seconds)
@@ -31,14 +37,10 @@ python=$(python_for "$want") || { echo "check-runtime: no Python $want here (pye
 
 venv=.venv-$name
 out=_runtimes/$name
-rm -rf "$venv" "$out"
+rm -rf "$out"
 mkdir -p "$out"
 echo "check-runtime $name: Python $("$python" -c 'import platform; print(platform.python_version())') from $python"
-uv venv -q --seed -p "$python" "$venv"
 grep -v '^\s*#' "$profile" | grep -v '^\s*$' > "$out/runtime-requirements.txt"
-echo "check-runtime $name: installing the runtime's packages"
-uv pip install -q -p "$venv/bin/python" -r "$out/runtime-requirements.txt"
-
 versions() {  # the versions that must survive installing course_lib
   "$venv/bin/python" - <<'PY'
 import importlib.metadata as md, json
@@ -51,7 +53,18 @@ for name in ("torch", "torchvision", "torch_xla", "pytorch-lightning", "numpy"):
 print(json.dumps(found))
 PY
 }
-versions > "$out/before.json"
+stamp=$(cat "$profile" pyproject.toml <(echo "$python") | sha256sum | cut -c1-16)
+if [ "$(cat "$venv/.runtime_stamp" 2>/dev/null)" = "$stamp" ] && [ -f "$venv/.runtime_before.json" ]; then
+  echo "check-runtime $name: reusing $venv (same profile, pyproject.toml and Python); reinstalling course_lib"
+  "$venv/bin/python" -m pip uninstall -q -y course_lib
+else
+  rm -rf "$venv"
+  uv venv -q --seed -p "$python" "$venv"
+  echo "check-runtime $name: installing the runtime's packages"
+  uv pip install -q -p "$venv/bin/python" -r "$out/runtime-requirements.txt"
+  versions > "$venv/.runtime_before.json"
+fi
+cp "$venv/.runtime_before.json" "$out/before.json"
 
 echo "check-runtime $name: installing course_lib[wandb] as the notebooks' first cells do (pip, keeping the runtime's torch)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "course_lib[wandb] @ file://$root"
@@ -59,8 +72,9 @@ versions > "$out/after-install.json"
 # the runner's own tools (papermill, a kernel), if the runtime lacks them; never torch
 uv pip install -q -p "$venv/bin/python" papermill ipykernel nbformat
 versions > "$out/after.json"
+echo "$stamp" > "$venv/.runtime_stamp"
 
-only=$(sed -n 's/^# run: *//p' "$profile")
+only=${only_arg:-$(sed -n 's/^# run: *//p' "$profile")}
 echo "check-runtime $name: running the course in smoke mode${only:+ (only $only)}"
 set +e
 PJRT_DEVICE=CPU MPLBACKEND=Agg WANDB_MODE=offline "$venv/bin/course-lib" run-notebooks --smoke --out "$out/run" --timeout 1500 \
