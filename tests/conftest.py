@@ -103,7 +103,8 @@ def runtime_runs(request):
 # the per-push suite proves more cheaply or only in part (a second runtime profile, every chapter a profile
 # names, the GPU script's tiny run, the real-size compile runs); CONTRIBUTING.md lists them.
 # The suite's budget: the per-push run fails when it takes longer than COURSE_LIB_TEST_BUDGET_S seconds
-# (default 2700 s, 45 min; the deep run 7200 s). bench/SUITE.md has the measured times.
+# (default 3600 s: what keeps .ci/run under CI's 90-minute stop after the course; the deep run 7200 s).
+# bench/SUITE.md has the measured times.
 # Each file's seconds (setup + call + teardown) go to _test_run/times.json; bench/suite_times.py tabulates
 # them in bench/SUITE.md.
 _SUITE = {"start": time.monotonic(), "files": {}}
@@ -132,7 +133,7 @@ def pytest_runtest_logreport(report):
 
 
 def _budget(config) -> float:
-    default = 7200 if config.getoption("--deep") else 2700
+    default = 7200 if config.getoption("--deep") else 3600
     return float(os.environ.get("COURSE_LIB_TEST_BUDGET_S", default))
 
 
