@@ -104,7 +104,6 @@ def runtime_runs(request):
 # names, the GPU script's tiny run, the real-size compile runs); CONTRIBUTING.md lists them.
 # The suite's budget: the per-push run fails when it takes longer than COURSE_LIB_TEST_BUDGET_S seconds
 # (default 3600 s: what keeps .ci/run under CI's 90-minute stop after the course; the deep run 7200 s).
-# bench/SUITE.md has the measured times.
 # Each file's seconds (setup + call + teardown) go to _test_run/times.json; bench/suite_times.py tabulates
 # them in bench/SUITE.md.
 _SUITE = {"start": time.monotonic(), "files": {}}
@@ -121,10 +120,12 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--deep"):
         return
-    deep = [item for item in items if item.get_closest_marker("deep")]
+    kept, deep = [], []
+    for item in items:
+        (deep if item.get_closest_marker("deep") else kept).append(item)
     if deep:
         config.hook.pytest_deselected(items=deep)
-        items[:] = [item for item in items if not item.get_closest_marker("deep")]
+        items[:] = kept
 
 
 def pytest_runtest_logreport(report):
@@ -144,7 +145,7 @@ def _whole_suite(config) -> bool:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    total = time.monotonic() - _SUITE["start"]
+    _SUITE["seconds"] = total = time.monotonic() - _SUITE["start"]
     out = REPO / "_test_run"
     out.mkdir(exist_ok=True)
     from torch.backends.cpu import get_cpu_capability
@@ -163,9 +164,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    total = time.monotonic() - _SUITE["start"]
-    budget = _budget(config)
-    verdict = "OVER BUDGET" if _SUITE.get("over") else "within budget"
+    "Runs inside pytest_sessionfinish (the terminal reporter's wrapper), after the total is taken above."
+    verdict = "OVER BUDGET" if _SUITE["over"] else "within budget"
     terminalreporter.write_line(
-        f"suite: {total:.0f} s, budget {budget:.0f} s ({verdict}; per-file times in _test_run/times.json)"
+        f"suite: {_SUITE['seconds']:.0f} s, budget {_budget(config):.0f} s ({verdict}; "
+        "per-file times in _test_run/times.json)"
     )

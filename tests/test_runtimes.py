@@ -13,25 +13,25 @@ from course_lib.runner import find_notebooks
 from conftest import PER_PUSH, REPO, RUNTIMES
 
 
+def _profile_field(runtime: str, key: str) -> list[str]:
+    "The values of a runtime profile's `# KEY:` lines (tools/runtimes/RUNTIME.txt)."
+    lines = (REPO / "tools" / "runtimes" / f"{runtime}.txt").read_text().splitlines()
+    return [line.split(":", 1)[1].strip() for line in lines if line.startswith(f"# {key}:")]
+
+
+def _chapters(only: str) -> set[str]:
+    "The notebooks a run-notebooks --only pattern picks."
+    return {p.name for p in find_notebooks(REPO / "nbs", only)}
+
+
 def _profile_chapters() -> list[str]:
     "The chapters that the runtime profiles CI runs name on their `# run:` lines."
-    names = set()
-    for runtime in RUNTIMES:
-        lines = (REPO / "tools" / "runtimes" / f"{runtime}.txt").read_text().splitlines()
-        only = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("# run:"))
-        names |= {p.name for p in find_notebooks(REPO / "nbs", only)}
-    return sorted(names)
-
-
-def _expected_stops(runtime: str) -> set[str]:
-    "The notebooks a profile's `# expect:` lines say stop with a message there."
-    lines = (REPO / "tools" / "runtimes" / f"{runtime}.txt").read_text().splitlines()
-    return {line.split(":", 1)[1].split()[0] for line in lines if line.startswith("# expect:")}
+    return sorted(set().union(*(_chapters(_profile_field(rt, "run")[0]) for rt in RUNTIMES)))
 
 
 # the chapters the per-push profiles run to their end (08 stops on the GPU profile: it runs in the TPU one)
-PER_PUSH_CHAPTERS = {p.name for rt, only in PER_PUSH.items() for p in find_notebooks(REPO / "nbs", only)} - {
-    n for rt in PER_PUSH for n in _expected_stops(rt)
+PER_PUSH_CHAPTERS = set().union(*(_chapters(only) for only in PER_PUSH.values())) - {
+    expect.split()[0] for rt in PER_PUSH for expect in _profile_field(rt, "expect")
 }
 NOTEBOOKS = [
     n if n in PER_PUSH_CHAPTERS else pytest.param(n, marks=pytest.mark.deep) for n in _profile_chapters()
