@@ -38,19 +38,23 @@ def find_notebooks(
 
 # %% ../nbs/runner.ipynb #c008
 def _error_line(stderr: str) -> str:
-    "The most useful line of a failed papermill run: the exception it reports, else the last line."
-    lines = [line.strip() for line in stderr.splitlines()]
+    """The most useful line of a failed papermill run: the exception it reports (else the last line), and
+    where it was raised, e.g. `AssertionError: ... (In [12], line 3: assert gap < 1e-3)`."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in stderr.splitlines()]
     lines = [line for line in lines if line and not line.startswith("Executing")]
     patterns = (
         r"^[\w.]*(Error|Exception|Exit|Interrupt): ",  # what the notebook raised, e.g. "SystemExit: ..."
         r"^\w*(Error|Exception|Interrupt)\b.*:",
         r"Error|Exception",
     )
-    for pat in patterns:
-        hits = [line for line in lines if re.search(pat, line)]
-        if hits:
-            return hits[-1][:300]
-    return lines[-1][:300] if lines else "no output"
+    hits = [[line for line in lines if re.search(pat, line)] for pat in patterns]
+    error = next((h[-1] for h in hits if h), lines[-1] if lines else "no output")
+    where = ""
+    for i, line in enumerate(lines):  # the cell's own frame: "Cell In[12], line 3" with no ", in f()"
+        cell, raised = re.fullmatch(r"Cell In\[(\d+)\], line (\d+)", line), lines[i + 1 : i + 12]
+        raised = next((m[1].strip() for r in raised if (m := re.match(r"^-+> *\d+ (.*)", r))), None)
+        where = f" (In [{cell[1]}], line {cell[2]}: {raised})" if cell and raised else where
+    return (error[:300] + where)[:500]
 
 
 def _kill_tree(pid: int) -> None:

@@ -60,6 +60,23 @@ def test_ci_runs_exactly_the_readme_commands():
     assert _readme_commands() == ci == ["bash tools/run-course.sh", "bash tools/run-tests.sh"]
 
 
+def test_inductor_cache_is_kept_per_cpu_capability():
+    """Inductor's FX graph cache key leaves ATEN_CPU_CAPABILITY out (torch 2.9): a kernel compiled under a cap
+    and loaded without it gave wrong numbers. The README's commands keep one cache per capability."""
+    import os
+
+    def cache_dir(**env):
+        script = "source tools/setup-venv.sh >/dev/null && echo $TORCHINDUCTOR_CACHE_DIR"
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": "/tmp/shared", **env}
+        r = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    native, avx2 = cache_dir(), cache_dir(ATEN_CPU_CAPABILITY="avx2")
+    assert native == str(REPO / ".cache" / "inductor-native"), native
+    assert avx2 == str(REPO / ".cache" / "inductor-avx2"), avx2
+
+
 def test_workflow_runs_the_same_commands():
     wf = (REPO / ".github" / "workflows" / "test.yaml").read_text()
     assert "bash .ci/run" in wf

@@ -53,6 +53,40 @@ def test_runner_reports_failure_and_exits_nonzero(nbs, tmp_path):
     assert (tmp_path / "out" / "02_fails.ipynb").exists(), "the executed copy shows where it broke"
 
 
+# what papermill printed for a cell whose function re-raised an assertion (torch 2.9, papermill 2.6)
+CHAINED = """papermill.exceptions.PapermillExecutionError:
+---------------------------------------------------------------------------
+Exception encountered at "In [2]":
+AssertionError                            Traceback (most recent call last)
+Cell In[2], line 5, in f()
+      3         assert False
+----> 5         raise RuntimeError('outer') from e
+
+AssertionError:
+
+The above exception was the direct cause of the following exception:
+
+RuntimeError                              Traceback (most recent call last)
+Cell In[2], line 6
+      5         raise RuntimeError('outer') from e
+----> 6 f()
+
+Cell In[2], line 5, in f()
+----> 5         raise RuntimeError('outer') from e
+
+\x1b[0;31mRuntimeError\x1b[0m: outer
+"""
+
+
+def test_the_error_line_names_the_exception_and_the_cells_line():
+    from course_lib.runner import _error_line
+
+    assert _error_line(CHAINED) == "RuntimeError: outer (In [2], line 6: f())"
+    bare = 'Cell In[7], line 3\n      2 x = 1\n----> 3 assert x == 2\n\nAssertionError: \n'
+    assert _error_line(bare) == "AssertionError: (In [7], line 3: assert x == 2)"
+    assert _error_line("") == "no output" and _error_line("killed\n") == "killed"
+
+
 def test_runner_kills_a_notebook_at_its_timeout(nbs, tmp_path):
     rows = run_notebooks(nbs, tmp_path / "out", smoke=True, only="03_*", timeout=15, log=lambda *a, **k: None)
     assert rows[0]["status"] == "timeout" and rows[0]["seconds"] < 60

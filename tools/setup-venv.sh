@@ -25,4 +25,8 @@ if [ "$(cat .venv/.course_lib_stamp 2>/dev/null)" != "$stamp" ]; then
   echo "setup: .venv installed in $(( $(date +%s) - setup_start )) s"
 fi
 export PATH="$PWD/.venv/bin:$PATH"
+# Inductor's FX graph cache (torch 2.9) leaves ATEN_CPU_CAPABILITY out of its key: kernels compiled under
+# ATEN_CPU_CAPABILITY=avx2 and loaded without it computed a GELU off by 1.33, or crashed. One cache per
+# capability, in the checkout, so a capped run never feeds an uncapped one (set even when already set).
+export TORCHINDUCTOR_CACHE_DIR="$PWD/.cache/inductor-${ATEN_CPU_CAPABILITY:-native}"
 export PJRT_DEVICE=${PJRT_DEVICE:-CPU} MPLBACKEND=${MPLBACKEND:-Agg} WANDB_MODE=${WANDB_MODE:-offline}
