@@ -102,8 +102,9 @@ def runtime_runs(request):
 # --deep` (the scheduled workflow, .github/workflows/deep.yaml) runs them too. A deep test proves something
 # the per-push suite proves more cheaply or only in part (a second runtime profile, every chapter a profile
 # names, the GPU script's tiny run, the real-size compile runs); CONTRIBUTING.md lists them.
-# The suite's budget: the per-push run fails when it takes longer than COURSE_LIB_TEST_BUDGET_S seconds
-# (default 3600 s: what keeps .ci/run under CI's 90-minute stop after the course; the deep run 7200 s).
+# The suite's budget, COURSE_LIB_TEST_BUDGET_S seconds (default 3600 s: what keeps .ci/run under CI's 90-minute
+# stop after the course; the deep run 7200 s), is reported, never enforced: wall time depends on the machine,
+# and a timed test fails a correct suite on a slow CPU. The report names the slowest files when over.
 # Each file's seconds (setup + call + teardown) go to _test_run/times.json; bench/suite_times.py tabulates
 # them in bench/SUITE.md.
 _SUITE = {"start": time.monotonic(), "files": {}}
@@ -159,13 +160,13 @@ def pytest_sessionfinish(session, exitstatus):
     )
     (out / "times.json").write_text(json.dumps(record, indent=2) + "\n")
     _SUITE["over"] = _whole_suite(session.config) and total > _budget(session.config)
-    if _SUITE["over"] and session.exitstatus == 0:
-        session.exitstatus = 1
+    _SUITE["slowest"] = list(record["files"].items())[:3]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     "Runs inside pytest_sessionfinish (the terminal reporter's wrapper), after the total is taken above."
-    verdict = "OVER BUDGET" if _SUITE["over"] else "within budget"
+    slowest = ", ".join(f"{name} {s:.0f} s" for name, s in _SUITE["slowest"])
+    verdict = f"OVER BUDGET, slowest: {slowest}" if _SUITE["over"] else "within budget"
     terminalreporter.write_line(
         f"suite: {_SUITE['seconds']:.0f} s, budget {_budget(config):.0f} s ({verdict}; "
         "per-file times in _test_run/times.json)"
