@@ -53,6 +53,36 @@ def sample_dir(tmp_path_factory):
     return make_sample_dataset(tmp_path_factory.mktemp("sample") / "melanoma", n=120, img_size=48, seed=7)
 
 
+def train_offline(engine, data, out, home, *args, timeout=900):
+    """`course-lib train --wandb offline` as a learner without a W&B key runs it: no WANDB_API_KEY or
+    WANDB_MODE, an empty home (no ~/.netrc), no stdin. Returns the CompletedProcess."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
+    env.update(HOME=str(home), NETRC=str(Path(home) / ".netrc"), PJRT_DEVICE="CPU")
+    cmd = ["train", "--engine", engine, "--data", data, *args, "--wandb", "offline", "--out", out]
+    return subprocess.run(
+        [str(BIN / "course-lib"), *map(str, cmd)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+XLA_RUN = ["--arch", "resnet18", "--img-size", 32, "--batch-size", 16, "--epochs", 3, "--lr", 0.001]
+
+
+@pytest.fixture(scope="session")
+def xla_run(sample_dir, tmp_path_factory):
+    """One XLA:CPU training through the command line, logged offline, shared: test_xla reads its metrics and
+    checkpoint, test_tracking its W&B log (each XLA run compiles its programs anew)."""
+    out, home = tmp_path_factory.mktemp("xla-run") / "xla", tmp_path_factory.mktemp("xla-home")
+    r = train_offline("xla", sample_dir, out, home, *XLA_RUN)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
 @pytest.fixture
 def no_kaggle_env(tmp_path, monkeypatch):
     "An environment with no Kaggle credentials anywhere (home and config folder point to an empty tmp dir)."
@@ -102,9 +132,9 @@ def runtime_runs(request):
 # --deep` (the scheduled workflow, .github/workflows/deep.yaml) runs them too. A deep test proves something
 # the per-push suite proves more cheaply or only in part (a second runtime profile, every chapter a profile
 # names, the GPU script's tiny run, the real-size compile runs); CONTRIBUTING.md lists them.
-# The suite's budget, COURSE_LIB_TEST_BUDGET_S seconds (default 3600 s: what keeps .ci/run under CI's 90-minute
-# stop after the course; the deep run 7200 s), is reported, never enforced: wall time depends on the machine,
-# and a timed test fails a correct suite on a slow CPU. The report names the slowest files when over.
+# The suite's budget, COURSE_LIB_TEST_BUDGET_S seconds (default 3600 s: what keeps .ci/run under CI's
+# 90-minute stop after the course; the deep run 7200 s), is reported, never enforced: wall time depends on the
+# machine, and a timed test fails a correct suite on a slow CPU. The report names the slowest files when over.
 # Each file's seconds (setup + call + teardown) go to _test_run/times.json; bench/suite_times.py tabulates
 # them in bench/SUITE.md.
 _SUITE = {"start": time.monotonic(), "files": {}}

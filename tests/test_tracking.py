@@ -5,7 +5,7 @@ import math
 import os
 from pathlib import Path
 import pytest
-from conftest import run_cli
+from conftest import train_offline
 from course_lib.errors import CourseLibError
 from course_lib import offline_runs, tracking
 from course_lib.offline_runs import read_offline_run
@@ -114,35 +114,17 @@ def _read_back(out):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
-def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_path, no_key):
+def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_path, request):
     """course-lib train --wandb offline (no key, no stdin): config, every epoch's metrics and the model
-    artifacts are in the log."""
-    out = tmp_path / engine
+    artifacts are in the log. XLA's is the run test_xla reads too (conftest.xla_run)."""
     arch = "resnet18"  # the logging is the subject, not the network: the smallest one that trains
-    r = run_cli(
-        "train",
-        "--engine",
-        engine,
-        "--data",
-        sample_dir,
-        "--arch",
-        arch,
-        "--img-size",
-        32,
-        "--batch-size",
-        3,
-        "--epochs",
-        2,
-        "--lr",
-        0.001,
-        "--wandb",
-        "offline",
-        "--out",
-        out,
-        timeout=900,
-        env={"PJRT_DEVICE": "CPU", "WANDB_MODE": ""},
-    )  # an empty WANDB_MODE counts as unset
-    assert r.returncode == 0, r.stderr[-3000:]
+    if engine == "xla":
+        out = request.getfixturevalue("xla_run")
+    else:
+        out = tmp_path / engine
+        args = ["--arch", arch, "--img-size", 32, "--batch-size", 3, "--epochs", 2, "--lr", 0.001]
+        r = train_offline(engine, sample_dir, out, tmp_path, *args)
+        assert r.returncode == 0, r.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     run = _read_back(out)
     assert (
@@ -152,7 +134,8 @@ def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_p
     for h in run["history"]:
         if "epoch" in h and ("valid_auc" in h or "train_loss" in h):
             by_epoch.setdefault(int(h["epoch"]), {}).update(h)
-    assert sorted(by_epoch) == [r["epoch"] for r in metrics["epochs"]] == [0, 1], by_epoch
+    epochs = list(range(3 if engine == "xla" else 2))
+    assert sorted(by_epoch) == [r["epoch"] for r in metrics["epochs"]] == epochs, by_epoch
     for row in metrics["epochs"]:
         h = by_epoch[row["epoch"]]
         for k in ("valid_auc", "valid_loss", "train_loss"):

@@ -223,28 +223,8 @@ def test_two_xla_replicas_match_one_with_the_global_batch(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_xla_engine_writes_the_common_metrics(sample_dir, tmp_path):
-    r = run_cli(
-        "train",
-        "--engine",
-        "xla",
-        "--data",
-        sample_dir,
-        "--arch",
-        "resnet18",
-        "--img-size",
-        32,
-        "--batch-size",
-        16,
-        "--epochs",
-        3,
-        "--out",
-        tmp_path / "xla",
-        env={"PJRT_DEVICE": "CPU"},
-        timeout=900,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    m = json.loads((tmp_path / "xla" / "metrics.json").read_text())
+def test_cli_xla_engine_writes_the_common_metrics(xla_run):
+    m = json.loads((xla_run / "metrics.json").read_text())
     assert m["engine"] == "xla" and len(m["epochs"]) == 3 and 0 <= m["best_valid_auc"] <= 1
     for row in m["epochs"]:
         assert {"epoch", "train_loss", "valid_loss", "valid_auc", "seconds"} <= set(row) and row[
@@ -253,12 +233,12 @@ def test_cli_xla_engine_writes_the_common_metrics(sample_dir, tmp_path):
     check_no_recompilation(m["epochs"])
     from course_lib.engine import create_model, load_checkpoint
 
-    ckpt = load_checkpoint(tmp_path / "xla" / "checkpoints" / "last.pt")  # weights_only=True
+    ckpt = load_checkpoint(xla_run / "checkpoints" / "last.pt")  # weights_only=True
     assert ckpt["epoch"] == 2 and ckpt["arch"] == "resnet18"
     create_model("resnet18", pretrained=False, num_classes=1).load_state_dict(ckpt["model"])
     from course_lib.predict import load_model
 
-    _, info = load_model(tmp_path / "xla" / "checkpoints" / "last.pt")  # chapter 10 reads it too
+    _, info = load_model(xla_run / "checkpoints" / "last.pt")  # chapter 10 reads it too
     assert info["arch"] == "resnet18" and info["img_size"] is not None, info
 
 
