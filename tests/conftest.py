@@ -71,6 +71,25 @@ def train_offline(engine, data, out, home, *args, timeout=900):
 
 
 XLA_RUN = ["--arch", "resnet18", "--img-size", 32, "--batch-size", 16, "--epochs", 3, "--lr", 0.001]
+# 32 steps per epoch on the 96 training images of sample_dir: long enough to be killed mid-epoch (test_resume)
+OFFLINE_RUN = ["--arch", "resnet18", "--img-size", 32, "--batch-size", 3, "--epochs", 3, "--lr", 0.001]
+
+
+@pytest.fixture(scope="session")
+def offline_run(sample_dir, tmp_path_factory):
+    """engine -> the output folder of one `train --wandb offline` run with OFFLINE_RUN, trained on first use
+    and shared: test_tracking reads its W&B log, test_resume compares a killed and resumed run with it."""
+    runs = {}
+
+    def run(engine):
+        if engine not in runs:
+            out, home = tmp_path_factory.mktemp(f"run-{engine}") / engine, tmp_path_factory.mktemp("home")
+            r = train_offline(engine, sample_dir, out, home, *OFFLINE_RUN, "--seed", 42)
+            assert r.returncode == 0, r.stderr[-3000:]
+            runs[engine] = out
+        return runs[engine]
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ import math
 import os
 from pathlib import Path
 import pytest
-from conftest import train_offline
 from course_lib.errors import CourseLibError
 from course_lib import offline_runs, tracking
 from course_lib.offline_runs import read_offline_run
@@ -114,17 +113,11 @@ def _read_back(out):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
-def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_path, request):
+def test_every_engine_logs_offline_and_nothing_is_lost(engine, offline_run, request):
     """course-lib train --wandb offline (no key, no stdin): config, every epoch's metrics and the model
-    artifacts are in the log. XLA's is the run test_xla reads too (conftest.xla_run)."""
+    artifacts are in the log. The runs are shared (conftest: offline_run, xla_run)."""
     arch = "resnet18"  # the logging is the subject, not the network: the smallest one that trains
-    if engine == "xla":
-        out = request.getfixturevalue("xla_run")
-    else:
-        out = tmp_path / engine
-        args = ["--arch", arch, "--img-size", 32, "--batch-size", 3, "--epochs", 2, "--lr", 0.001]
-        r = train_offline(engine, sample_dir, out, tmp_path, *args)
-        assert r.returncode == 0, r.stderr[-3000:]
+    out = request.getfixturevalue("xla_run") if engine == "xla" else offline_run(engine)
     metrics = json.loads((out / "metrics.json").read_text())
     run = _read_back(out)
     assert (
@@ -134,8 +127,7 @@ def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_p
     for h in run["history"]:
         if "epoch" in h and ("valid_auc" in h or "train_loss" in h):
             by_epoch.setdefault(int(h["epoch"]), {}).update(h)
-    epochs = list(range(3 if engine == "xla" else 2))
-    assert sorted(by_epoch) == [r["epoch"] for r in metrics["epochs"]] == epochs, by_epoch
+    assert sorted(by_epoch) == [r["epoch"] for r in metrics["epochs"]] == [0, 1, 2], by_epoch
     for row in metrics["epochs"]:
         h = by_epoch[row["epoch"]]
         for k in ("valid_auc", "valid_loss", "train_loss"):
@@ -144,10 +136,10 @@ def test_every_engine_logs_offline_and_nothing_is_lost(engine, sample_dir, tmp_p
     assert len(models) >= 2 and all(a["files"] for a in models), run["artifacts"]
     staged = Path(os.environ["WANDB_DATA_DIR"]) / "artifacts" / "staging"
     assert any(staged.iterdir()), "the artifacts are staged in WANDB_DATA_DIR, not under the home folder"
-    if engine == "pytorch":  # step metrics every 25 steps (32 steps per epoch at batch 3)
+    if engine == "pytorch":  # step metrics every 25 steps (32 steps per epoch at batch 3, 3 epochs)
         running = [h for h in run["history"] if "train_loss_running" in h]
-        assert len(running) == 2 and all(h["train_loss_running"] > 0 for h in running)
-        assert {a2 for a in models for a2 in a["aliases"]} >= {"epoch-0", "epoch-1", "best", "latest"}
+        assert len(running) == 3 and all(h["train_loss_running"] > 0 for h in running)
+        assert {a2 for a in models for a2 in a["aliases"]} >= {"epoch-0", "epoch-2", "best", "latest"}
 
 
 @pytest.fixture
