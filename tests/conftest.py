@@ -21,13 +21,14 @@ os.environ["WANDB_DATA_DIR"] = WANDB_DATA_DIR
 atexit.register(shutil.rmtree, WANDB_DATA_DIR, ignore_errors=True)
 
 
-def run_cli(*args, env=None, cwd=None, timeout=600):
-    "Run the installed `course-lib` program; returns the CompletedProcess (text mode)."
+def run_cli(*args, env=None, cwd=None, timeout=600, unset=()):
+    """Run the installed `course-lib` program with this environment, less `unset`, plus `env`; returns the
+    CompletedProcess (text mode)."""
     return subprocess.run(
         [str(BIN / "course-lib"), *map(str, args)],
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={**{k: v for k, v in os.environ.items() if k not in unset}, **(env or {})},
         cwd=cwd or REPO,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
@@ -56,18 +57,9 @@ def sample_dir(tmp_path_factory):
 def train_offline(engine, data, out, home, *args, timeout=900):
     """`course-lib train --wandb offline` as a learner without a W&B key runs it: no WANDB_API_KEY or
     WANDB_MODE, an empty home (no ~/.netrc), no stdin. Returns the CompletedProcess."""
-    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
-    env.update(HOME=str(home), NETRC=str(Path(home) / ".netrc"), PJRT_DEVICE="CPU")
+    env = dict(HOME=str(home), NETRC=str(Path(home) / ".netrc"), PJRT_DEVICE="CPU")
     cmd = ["train", "--engine", engine, "--data", data, *args, "--wandb", "offline", "--out", out]
-    return subprocess.run(
-        [str(BIN / "course-lib"), *map(str, cmd)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli(*cmd, env=env, timeout=timeout, unset=("WANDB_API_KEY", "WANDB_MODE"))
 
 
 XLA_RUN = ["--arch", "resnet18", "--img-size", 32, "--batch-size", 16, "--epochs", 3, "--lr", 0.001]
