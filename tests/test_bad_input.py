@@ -3,13 +3,14 @@ nothing written.
 
 The table CASES is the source of the "Bad input" table in TROUBLESHOOTING.md; a test keeps them in sync."""
 
+import json
 import re
 import shutil
 import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
-from conftest import REPO, run_cli, run_main
+from conftest import OFFLINE_RUN, REPO, run_cli, run_main
 from course_lib.dataset import validate_table
 
 
@@ -256,41 +257,27 @@ def test_allow_random_init_trains_without_weights(sample_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_resume_with_other_settings_names_them(sample_dir, tmp_path):
+def test_resume_with_other_settings_names_them(sample_dir, tmp_path, offline_run, capsys):
+    "A copy of the shared offline PyTorch run: other settings are refused in one line; more epochs resume."
     out = tmp_path / "out"
+    shutil.copytree(offline_run("pytorch"), out)
 
-    def train(epochs, img_size, *extra):
-        return run_cli(
-            "train",
-            "--data",
-            sample_dir,
-            "--arch",
-            "resnet18",
-            "--epochs",
-            epochs,
-            "--img-size",
-            img_size,
-            "--out",
-            out,
-            *extra,
-            timeout=300,
-        )
+    def train(*change):
+        "The shared run's settings (OFFLINE_RUN), with `change`'s option-value pairs replaced, into `out`."
+        settings = dict(zip(OFFLINE_RUN[::2], OFFLINE_RUN[1::2])) | dict(zip(change[::2], change[1::2]))
+        args = [x for pair in settings.items() for x in pair]
+        return run_main(capsys, "train", "--data", sample_dir, *args, "--seed", 42, "--out", out, "--resume")
 
-    assert train(1, 32).returncode == 0
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
-    r = train(3, 48, "--lr", "0.01", "--resume")
-    assert r.returncode == 1
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--resume with settings that differ from the checkpoint's run" in lines[0], (
-        r.stderr
-    )
-    assert (
-        "img_size was 32, now 48" in lines[0]
-        and "lr was 0.0005, now 0.01" in lines[0]
-        and "epochs" not in lines[0]
-    )
+    code, _, err = train("--epochs", 4, "--img-size", 48, "--lr", 0.01)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, err
+    assert "--resume with settings that differ from the checkpoint's run" in lines[0], err
+    assert "img_size was 32, now 48" in lines[0] and "lr was 0.001, now 0.01" in lines[0], lines[0]
+    assert "epochs" not in lines[0], lines[0]
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before, "nothing was touched"
-    assert train(2, 32, "--resume").returncode == 0, "more epochs with the same settings resume"
+    assert train("--epochs", 4)[0] == 0, "more epochs with the same settings resume"
+    assert [r["epoch"] for r in json.loads((out / "metrics.json").read_text())["epochs"]] == [0, 1, 2, 3]
 
 
 def test_troubleshooting_lists_every_bad_input():
