@@ -47,13 +47,14 @@ def _error_line(stderr: str) -> str:
         r"^\w*(Error|Exception|Interrupt)\b.*:",
         r"Error|Exception",
     )
-    hits = [[line for line in lines if re.search(pat, line)] for pat in patterns]
+    hits = ([line for line in lines if re.search(pat, line)] for pat in patterns)  # lazily, in order
     error = next((h[-1] for h in hits if h), lines[-1] if lines else "no output")
     where = ""
     for i, line in enumerate(lines):  # the cell's own frame: "Cell In[12], line 3" with no ", in f()"
-        cell, raised = re.fullmatch(r"Cell In\[(\d+)\], line (\d+)", line), lines[i + 1 : i + 12]
-        raised = next((m[1].strip() for r in raised if (m := re.match(r"^-+> *\d+ (.*)", r))), None)
-        where = f" (In [{cell[1]}], line {cell[2]}: {raised})" if cell and raised else where
+        if cell := re.fullmatch(r"Cell In\[(\d+)\], line (\d+)", line):  # then its "----> 3 code" line
+            arrows = (re.match(r"^-+> *\d+ (.*)", c) for c in lines[i + 1 : i + 12])
+            raised = next((m[1].strip() for m in arrows if m), None)
+            where = f" (In [{cell[1]}], line {cell[2]}: {raised})" if raised else where
     return (error[:300] + where)[:500]
 
 

@@ -62,36 +62,30 @@ def train_offline(engine, data, out, home, *args, timeout=900):
     return run_cli(*cmd, env=env, timeout=timeout, unset=("WANDB_API_KEY", "WANDB_MODE"))
 
 
-XLA_RUN = ["--arch", "resnet18", "--img-size", 32, "--batch-size", 16, "--epochs", 3, "--lr", 0.001]
 # 32 steps per epoch on the 96 training images of sample_dir: long enough to be killed mid-epoch (test_resume)
 OFFLINE_RUN = ["--arch", "resnet18", "--img-size", 32, "--batch-size", 3, "--epochs", 3, "--lr", 0.001]
+OFFLINE_RUN += ["--seed", 42]
+# XLA at batch 16 (each step is an XLA program); three epochs, as check_no_recompilation warms up for two
+XLA_RUN = ["--arch", "resnet18", "--img-size", 32, "--batch-size", 16, "--epochs", 3, "--lr", 0.001]
 
 
 @pytest.fixture(scope="session")
 def offline_run(sample_dir, tmp_path_factory):
-    """engine -> the output folder of one `train --wandb offline` run with OFFLINE_RUN, trained on first use
-    and shared: test_tracking reads its W&B log, test_resume compares a killed and resumed run with it."""
+    """engine -> the output folder of one `train --wandb offline` run (OFFLINE_RUN; XLA_RUN for xla), trained
+    on first use and shared: test_tracking reads its W&B log, test_resume compares a killed and resumed run
+    with it, test_bad_input resumes a copy, test_xla reads the XLA run's metrics and checkpoint."""
     runs = {}
 
     def run(engine):
         if engine not in runs:
             out, home = tmp_path_factory.mktemp(f"run-{engine}") / engine, tmp_path_factory.mktemp("home")
-            r = train_offline(engine, sample_dir, out, home, *OFFLINE_RUN, "--seed", 42)
+            args = XLA_RUN if engine == "xla" else OFFLINE_RUN
+            r = train_offline(engine, sample_dir, out, home, *args)
             assert r.returncode == 0, r.stderr[-3000:]
             runs[engine] = out
         return runs[engine]
 
     return run
-
-
-@pytest.fixture(scope="session")
-def xla_run(sample_dir, tmp_path_factory):
-    """One XLA:CPU training through the command line, logged offline, shared: test_xla reads its metrics and
-    checkpoint, test_tracking its W&B log (each XLA run compiles its programs anew)."""
-    out, home = tmp_path_factory.mktemp("xla-run") / "xla", tmp_path_factory.mktemp("xla-home")
-    r = train_offline("xla", sample_dir, out, home, *XLA_RUN)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
 
 
 @pytest.fixture

@@ -266,7 +266,7 @@ def test_resume_with_other_settings_names_them(sample_dir, tmp_path, offline_run
         "The shared run's settings (OFFLINE_RUN), with `change`'s option-value pairs replaced, into `out`."
         settings = dict(zip(OFFLINE_RUN[::2], OFFLINE_RUN[1::2])) | dict(zip(change[::2], change[1::2]))
         args = [x for pair in settings.items() for x in pair]
-        return run_main(capsys, "train", "--data", sample_dir, *args, "--seed", 42, "--out", out, "--resume")
+        return run_main(capsys, "train", "--data", sample_dir, *args, "--out", out, "--resume")
 
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     code, _, err = train("--epochs", 4, "--img-size", 48, "--lr", 0.01)

@@ -10,7 +10,7 @@ import torch
 from conftest import BIN, OFFLINE_RUN, REPO, run_cli
 from course_lib.engine import load_checkpoint
 
-ARGS = [*OFFLINE_RUN, "--seed", 42]  # the shared offline run's settings: it is the uninterrupted run
+ARGS = OFFLINE_RUN  # the shared offline run's settings: it is the uninterrupted run
 LAST = {"pytorch": "last.pt", "lightning": "last.ckpt"}
 
 

@@ -113,11 +113,11 @@ def _read_back(out):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
-def test_every_engine_logs_offline_and_nothing_is_lost(engine, offline_run, request):
+def test_every_engine_logs_offline_and_nothing_is_lost(engine, offline_run):
     """course-lib train --wandb offline (no key, no stdin): config, every epoch's metrics and the model
-    artifacts are in the log. The runs are shared (conftest: offline_run, xla_run)."""
+    artifacts are in the log. The runs are shared (conftest.offline_run)."""
     arch = "resnet18"  # the logging is the subject, not the network: the smallest one that trains
-    out = request.getfixturevalue("xla_run") if engine == "xla" else offline_run(engine)
+    out = offline_run(engine)
     metrics = json.loads((out / "metrics.json").read_text())
     run = _read_back(out)
     assert (
