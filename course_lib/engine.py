@@ -22,15 +22,16 @@ from .errors import CourseLibError
 from .dataset import normalize_batch
 
 # %% auto #0
-__all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'ARCHS', 'PRECISIONS', 'create_model', 'WeightedFocalLoss', 'seed_everything',
-           'autocast', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'check_finite_loss', 'TrainConfig',
-           'to_device', 'train_one_epoch', 'evaluate', 'save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint',
-           'epoch_row', 'history_dict', 'fit']
+__all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'SMALL_ARCHS', 'ARCHS', 'PRECISIONS', 'simple_cnn', 'create_model',
+           'WeightedFocalLoss', 'seed_everything', 'autocast', 'cpu_has_bf16', 'recommended_precision',
+           'resolve_precision', 'check_finite_loss', 'TrainConfig', 'to_device', 'train_one_epoch', 'evaluate',
+           'save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'epoch_row', 'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
 TORCHVISION_ARCHS = ("efficientnet_b0", "resnet18", "resnet34", "resnet50")  # torchvision.models
-ARCHS = EFFICIENTNETS + TORCHVISION_ARCHS
+SMALL_ARCHS = ("simple-cnn",)  # a four-layer CNN without pretrained weights: seconds per epoch on a CPU
+ARCHS = EFFICIENTNETS + TORCHVISION_ARCHS + SMALL_ARCHS
 
 # %% ../nbs/03_pytorch_loop.ipynb #c008
 def _no_weights(arch: str, error: Exception, allow_random_init: bool) -> None:
@@ -67,15 +68,35 @@ def _torchvision_model(arch: str, pretrained: bool, num_classes: int, allow_rand
     return model
 
 
+def simple_cnn(
+    num_classes: int = 10,  # outputs of the last layer
+) -> nn.Module:
+    "A small CNN without BatchNorm or dropout: its gradient does not depend on how a batch is split."
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, num_classes),
+    )
+
+
 def create_model(
     arch: str = "efficientnet-b0",  # one of ARCHS
     pretrained: bool = False,  # ImageNet weights (downloaded once, then cached)
     num_classes: int = 1,  # outputs of the new head
     allow_random_init: bool = False,  # when the weights cannot be loaded: random weights instead of an error
 ) -> nn.Module:
-    "EfficientNet (either package) or a torchvision ResNet, with a `num_classes`-logit head."
+    "EfficientNet (either package), a torchvision ResNet or simple-cnn, with a `num_classes`-logit head."
     if arch not in ARCHS:
         raise CourseLibError(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
+    if arch in SMALL_ARCHS:
+        if pretrained and not allow_random_init:
+            raise CourseLibError(f"--arch {arch} has no pretrained weights: train it without --pretrained")
+        return simple_cnn(num_classes)
     if arch in TORCHVISION_ARCHS:
         return _torchvision_model(arch, pretrained, num_classes, allow_random_init)
     from efficientnet_pytorch import EfficientNet

@@ -30,8 +30,8 @@ from course_lib.engine import (
 )
 
 # %% auto #0
-__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'compile_count', 'XlaReplicas', 'Task', 'simple_cnn', 'fashion_task',
-           'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'require_xla', 'xla_device_type', 'train_xla',
+__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'compile_count', 'XlaReplicas', 'Task', 'fashion_task', 'melanoma_task',
+           'EpochDistributedSampler', 'make_loaders', 'require_xla', 'xla_device_type', 'train_xla',
            'check_no_recompilation', 'xla_accelerator']
 
 # %% ../nbs/08_tpu.ipynb #c011
@@ -76,30 +76,12 @@ class Task(NamedTuple):
     keyed: bool = False  # the training set takes chapter 02's (epoch, index) keys
 
 
-def simple_cnn(
-    num_classes: int = 10,  # outputs of the last layer
-) -> nn.Module:
-    "A small CNN without BatchNorm or dropout: its gradient does not depend on how a batch is split."
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, num_classes),
-    )
-
-
 def _classifier(arch: str, num_classes: int, pretrained: bool = False) -> nn.Module:
     "AlexNet, simple-cnn, or any chapter 03 architecture, with `num_classes` outputs."
     import torchvision
 
     if arch == "alexnet":
         return torchvision.models.alexnet(num_classes=num_classes)
-    if arch == "simple-cnn":
-        return simple_cnn(num_classes)
     return create_model(arch, pretrained, num_classes)
 
 # %% ../nbs/08_tpu.ipynb #c020

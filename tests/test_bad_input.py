@@ -341,7 +341,7 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
 @pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
 def test_a_non_finite_loss_stops_every_engine_in_one_line(engine, sample_dir, tmp_path, capsys):
     "--lr 1e30 makes the loss NaN in the first epoch: every engine stops, naming the epoch and the step."
-    args = ["train", "--engine", engine, "--data", sample_dir, "--arch", "resnet18", "--img-size", 32]
+    args = ["train", "--engine", engine, "--data", sample_dir, "--arch", "simple-cnn", "--img-size", 32]
     args += ["--epochs", 2, "--batch-size", 16, "--lr", 1e30, "--wandb", "disabled", "--out", tmp_path / "o"]
     if engine == "xla":  # torch_xla starts its own processes: a separate Python
         r = run_cli(*args, env={"PJRT_DEVICE": "CPU"}, timeout=600)
