@@ -74,7 +74,8 @@ XLA_RUN = ["--arch", "simple-cnn", "--img-size", 32, "--batch-size", 16, "--epoc
 def offline_run(sample_dir, tmp_path_factory):
     """engine -> the output folder of one `train --wandb offline` run (OFFLINE_RUN; XLA_RUN for xla), trained
     on first use and shared: test_tracking reads its W&B log, test_resume compares a killed and resumed run
-    with it, test_bad_input resumes a copy, test_xla reads the XLA run's metrics and checkpoint."""
+    with it, test_engine compares the engines' runs, test_bad_input resumes a copy, test_xla reads the XLA
+    run's metrics and checkpoint."""
     runs = {}
 
     def run(engine):

@@ -175,18 +175,15 @@ def test_checkpoints_are_atomic_and_loaded_safely(tmp_path):
         load_checkpoint(tmp_path / "none.pt")
 
 
-TRAIN = ["train", "--epochs", 3, "--arch", "resnet18", "--img-size", 32, "--batch-size", 16, "--seed", 42]
-
-
 @pytest.mark.slow
-def test_pytorch_and_lightning_agree_per_epoch(sample_dir, tmp_path):
-    "Same seed, data order and initial weights: both engines give the same numbers (CPU, fp32)."
-    runs = {}
+def test_pytorch_and_lightning_agree_per_epoch(sample_dir, offline_run):
+    """Same seed, data order and initial weights: both engines give the same numbers (CPU, fp32). The runs
+    are the shared offline ones (conftest.OFFLINE_RUN: 3 epochs of 32 steps)."""
+    runs, dirs = {}, {}
     for engine in ("pytorch", "lightning"):
-        r = run_cli(*TRAIN, "--data", sample_dir, "--engine", engine, "--out", tmp_path / engine, timeout=900)
-        assert r.returncode == 0, r.stderr[-2000:]
-        runs[engine] = json.loads((tmp_path / engine / "metrics.json").read_text())
-        assert runs[engine]["engine"] == engine and (tmp_path / engine / "checkpoints").is_dir()
+        dirs[engine] = offline_run(engine)
+        runs[engine] = json.loads((dirs[engine] / "metrics.json").read_text())
+        assert runs[engine]["engine"] == engine and (dirs[engine] / "checkpoints").is_dir()
     pt, pl = runs["pytorch"]["epochs"], runs["lightning"]["epochs"]
     assert len(pt) == len(pl) == 3
     for a, b in zip(pt, pl):
@@ -198,7 +195,7 @@ def test_pytorch_and_lightning_agree_per_epoch(sample_dir, tmp_path):
     images = sorted((sample_dir / "test").glob("*.jpg"))[:8]
     probs = {}
     for engine, name in (("pytorch", "best.pt"), ("lightning", "best.ckpt")):
-        model, info = load_model(tmp_path / engine / "checkpoints" / name)
+        model, info = load_model(dirs[engine] / "checkpoints" / name)
         assert (info["arch"], info["img_size"]) == ("resnet18", 32), info
         probs[engine] = predict(model, images, info["img_size"]).target
     assert (probs["pytorch"] - probs["lightning"]).abs().max() < 1e-4

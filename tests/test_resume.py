@@ -7,7 +7,7 @@ import subprocess
 import time
 import pytest
 import torch
-from conftest import BIN, OFFLINE_RUN, REPO, run_cli
+from conftest import BIN, OFFLINE_RUN, REPO, run_cli, run_main
 from course_lib.engine import load_checkpoint
 
 ARGS = OFFLINE_RUN  # the shared offline run's settings: it is the uninterrupted run
@@ -55,16 +55,17 @@ def _kill_during_second_epoch(engine, data, out):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["pytorch", "lightning"])
-def test_sigkill_then_resume_matches_an_uninterrupted_run(engine, sample_dir, tmp_path, offline_run):
-    "The uninterrupted run is the shared offline one (W&B logging changes nothing in the training)."
+def test_sigkill_then_resume_matches_an_uninterrupted_run(engine, sample_dir, tmp_path, offline_run, capsys):
+    """The uninterrupted run is the shared offline one (W&B logging changes nothing in the training); the
+    killed run is a process of its own, the resumed one runs in this process."""
     full, cut = offline_run(engine), tmp_path / "cut"
     assert _kill_during_second_epoch(engine, sample_dir, cut) == -signal.SIGKILL
     _, epoch_at_kill = _weights(cut / "checkpoints" / LAST[engine], engine)
     assert not (cut / "metrics.json").exists() and epoch_at_kill < 2, "killed before the run finished"
-    r = run_cli(
-        "train", "--engine", engine, "--data", sample_dir, *ARGS, "--out", cut, "--resume", timeout=900
+    code, out, err = run_main(
+        capsys, "train", "--engine", engine, "--data", sample_dir, *ARGS, "--out", cut, "--resume"
     )
-    assert r.returncode == 0 and "resuming" in r.stdout + r.stderr, r.stderr[-2000:]
+    assert code == 0 and "resuming" in out + err, err[-2000:]
     a, b = (json.loads((d / "metrics.json").read_text())["epochs"] for d in (full, cut))
     assert [x["epoch"] for x in b] == [0, 1, 2]
     for x, y in zip(a, b):
