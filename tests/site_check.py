@@ -24,9 +24,60 @@ def serve(folder):
     return server
 
 
+TABS = 4  # pages loading at once: their network-idle waits (half a second each) overlap
+
+
+def _tab(browser, base):
+    "A new page and the list its listeners fill: console errors, page errors, failed or foreign requests."
+    page, errors = browser.new_page(), []
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    page.on(
+        "request",
+        lambda r: (
+            errors.append(f"request to another host: {r.url}")
+            if not r.url.startswith(base) and not r.url.startswith("data:")
+            else None
+        ),
+    )
+    return page, errors
+
+
+def _html(path, cache={}):
+    "A page's text, read once per check (links to anchors read their target again and again)."
+    if path not in cache:
+        cache[path] = path.read_text(errors="replace")
+    return cache[path]
+
+
+def _page_problems(page, rel, resp, site, base) -> list:
+    "What is wrong with the loaded page `rel`: its status, its images, its internal links and anchors, plots."
+    problems = [] if resp is not None and resp.status == 200 else [f"{rel}: HTTP {resp and resp.status}"]
+    imgs = page.eval_on_selector_all(
+        "img", "els => els.map(e => [e.getAttribute('src'), e.complete && e.naturalWidth > 0])"
+    )
+    problems += [f"{rel}: image {src} did not load" for src, ok in imgs if not ok]
+    for h in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+        if not h.startswith(base):
+            continue
+        u = urlparse(h)
+        target = site / unquote(u.path[len(urlparse(base).path) :])
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.exists():
+            problems.append(f"{rel}: broken link {h}")
+        elif u.fragment and target.suffix == ".html" and f'id="{unquote(u.fragment)}"' not in _html(target):
+            problems.append(f"{rel}: missing anchor {h}")
+    chapter = rel.startswith("nbs/0") and not rel.startswith("nbs/00")
+    if chapter and not any(src and ("png" in src or src.startswith("data:")) for src, _ in imgs):
+        problems.append(f"{rel}: a chapter page without plots")
+    return problems
+
+
 def check(site, shots, chromium="/usr/bin/chromium"):
     """(pages, problems) of the site in `site`; screenshots of the index and chapter 03, in English and in
-    Korean, and of one of chapter 03's solutions unfolded go to `shots`.
+    Korean, and of one of chapter 03's solutions unfolded go to `shots` (None: no screenshots).
     `chromium`: a browser executable, or "playwright" for Playwright's own."""
     from playwright.sync_api import sync_playwright
 
@@ -38,66 +89,36 @@ def check(site, shots, chromium="/usr/bin/chromium"):
     with sync_playwright() as pw:
         executable = None if chromium == "playwright" else chromium
         browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        page = browser.new_page()
-        errors = []
-        page.on(
-            "console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
-        )
-        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
-        page.on(
-            "request",
-            lambda r: (
-                errors.append(f"request to another host: {r.url}")
-                if not r.url.startswith(base) and not r.url.startswith("data:")
-                else None
-            ),
-        )
-        for rel in pages:
-            errors.clear()
-            resp = page.goto(base + rel, wait_until="networkidle")
-            if resp is None or resp.status != 200:
-                problems.append(f"{rel}: HTTP {resp and resp.status}")
-            imgs = page.eval_on_selector_all(
-                "img", "els => els.map(e => [e.getAttribute('src'), e.complete && e.naturalWidth > 0])"
-            )
-            problems += [f"{rel}: image {src} did not load" for src, ok in imgs if not ok]
-            hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-            for h in hrefs:
-                if not h.startswith(base):
-                    continue
-                u = urlparse(h)
-                target = site / unquote(u.path[len(urlparse(base).path) :])
-                if target.is_dir():
-                    target = target / "index.html"
-                if not target.exists():
-                    problems.append(f"{rel}: broken link {h}")
-                elif u.fragment and target.suffix == ".html":
-                    html = target.read_text(errors="replace")
-                    if f'id="{unquote(u.fragment)}"' not in html:
-                        problems.append(f"{rel}: missing anchor {h}")
-            if (
-                rel.startswith("nbs/0")
-                and not rel.startswith("nbs/00")
-                and not any(src and ("png" in src or src.startswith("data:")) for src, _ in imgs)
-            ):
-                problems.append(f"{rel}: a chapter page without plots")
-            problems += [f"{rel}: {e}" for e in errors]
-        Path(shots).mkdir(parents=True, exist_ok=True)
-        for rel, name in (
-            ("index.html", "index.png"),
-            ("nbs/03_pytorch_loop.html", "chapter-03.png"),
-            ("ko/index.html", "ko-index.png"),
-            ("ko/nbs/03_pytorch_loop.html", "ko-chapter-03.png"),
-        ):
-            page.goto(base + rel, wait_until="networkidle")
-            page.screenshot(path=str(Path(shots) / name), full_page=False)
-        problems += _unfold_a_solution(
-            page, base + "nbs/03_pytorch_loop.html", Path(shots) / "exercise-03.png"
-        )
+        tabs = [_tab(browser, base) for _ in range(TABS)]
+        for i in range(0, len(pages), TABS):
+            batch = list(zip(tabs, pages[i : i + TABS]))
+            responses = []
+            for (page, errors), rel in batch:  # start every load of the batch, then wait for each
+                errors.clear()
+                responses.append(page.goto(base + rel, wait_until="commit"))
+            for ((page, errors), rel), resp in zip(batch, responses):
+                page.wait_for_load_state("networkidle")
+                problems += _page_problems(page, rel, resp, site, base)
+                problems += [f"{rel}: {e}" for e in errors]
+        if shots is not None:
+            problems += _screenshots(tabs[0][0], base, Path(shots))
         browser.close()
     server.shutdown()
     return pages, problems
+
+
+def _screenshots(page, base, shots) -> list:
+    "The index and chapter 03 in both languages, and a solution unfolded, into `shots`; any problems."
+    shots.mkdir(parents=True, exist_ok=True)
+    for rel, name in (
+        ("index.html", "index.png"),
+        ("nbs/03_pytorch_loop.html", "chapter-03.png"),
+        ("ko/index.html", "ko-index.png"),
+        ("ko/nbs/03_pytorch_loop.html", "ko-chapter-03.png"),
+    ):
+        page.goto(base + rel, wait_until="networkidle")
+        page.screenshot(path=str(shots / name), full_page=False)
+    return _unfold_a_solution(page, base + "nbs/03_pytorch_loop.html", shots / "exercise-03.png")
 
 
 def _unfold_a_solution(page, url, shot):

@@ -63,6 +63,33 @@ def test_every_page_loads_without_errors_broken_links_or_missing_plots(site, cou
         assert (shots / name).stat().st_size > 10_000, name
 
 
+PAGES = {  # a small site with one fault per page: the check names each
+    "index.html": '<a href="nbs/01_a.html">a</a> <a href="gone.html">gone</a>',
+    "nbs/01_a.html": '<img src="../missing.png"><a href="../index.html#nowhere">anchor</a>',
+    "nbs/02_b.html": "<script>console.error('boom')</script>",
+    "nbs/03_c.html": '<img src="http://203.0.113.1/x.png">',
+}
+
+
+def test_the_site_check_names_every_kind_of_fault(tmp_path):
+    for rel, body in PAGES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"<!doctype html><html><body>{body}</body></html>")
+    pages, problems = check(tmp_path, None, _chromium())
+    assert pages == sorted(PAGES)
+    found = "\n".join(problems)
+    for expected in (
+        "index.html: broken link http://127.0.0.1:",
+        "nbs/01_a.html: image ../missing.png did not load",
+        "nbs/01_a.html: missing anchor http://127.0.0.1:",
+        "nbs/02_b.html: console error: boom",
+        "nbs/03_c.html: request to another host: http://203.0.113.1/x.png",
+        "nbs/02_b.html: a chapter page without plots",
+    ):
+        assert expected in found, (expected, problems)
+    assert not any(p.startswith("index.html: a chapter") for p in problems)
+
+
 def test_every_page_has_its_korean_twin_and_a_switch_both_ways(site):
     "Every English page switches to the same page in Korean (pages only in English: to the Korean home)."
     import subprocess
