@@ -4,8 +4,8 @@ run in smoke mode there. Every chapter runs in the course command on CI's versio
 names the chapters it runs again on the runtime's versions, those whose code depends most on them: the GPU
 profile runs 07 (torch.compile, whose internals change with every torch release), 09 (both engines, the data
 stack, the dataset and W&B) and 99, the TPU profile chapter 08. Chapter 04 runs in test_lowest.py (02 too
-with --deep) on the oldest versions course_lib allows. Per push, only conftest.PER_PUSH runs (the GPU profile's 08 and 09);
-the deeper suite (--deep) runs both profiles and every chapter they name."""
+with --deep) on the oldest versions course_lib allows. Per push, only conftest.PER_PUSH runs (the GPU
+profile's 08 and 09); the deeper suite (--deep) runs both profiles and every chapter they name."""
 
 import json
 import pytest
