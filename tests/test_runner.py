@@ -5,7 +5,7 @@ import nbformat
 import pytest
 from course_lib.runner import find_notebooks, run_notebooks
 from course_lib.errors import CourseLibError
-from conftest import run_cli
+from conftest import run_main
 
 
 def _write_nb(path, *sources):
@@ -32,13 +32,26 @@ def nbs(tmp_path):
     return d
 
 
-def test_runner_reports_failure_and_exits_nonzero(nbs, tmp_path):
-    r = run_cli(
-        "run-notebooks", "--smoke", "--nbs", nbs, "--out", tmp_path / "out", "--only", "0[12]_*", timeout=300
+@pytest.fixture
+def runner_main(capsys):
+    """`course-lib ARGS` in this process (conftest.run_main); the SIGTERM and SIGHUP handlers that
+    run-notebooks installs are put back afterwards."""
+    import signal
+
+    sigs = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    saved = {s: signal.getsignal(s) for s in sigs}
+    yield lambda *args: run_main(capsys, *args)
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def test_runner_reports_failure_and_exits_nonzero(nbs, tmp_path, runner_main):
+    code, out, err = runner_main(
+        "run-notebooks", "--smoke", "--nbs", nbs, "--out", tmp_path / "out", "--only", "0[12]_*"
     )
-    assert r.returncode == 1
-    assert "[1/2] 01_ok.ipynb ... ok" in r.stdout and "[2/2] 02_fails.ipynb ... failed" in r.stdout
-    assert "1 notebook(s) failed: 02_fails.ipynb" in r.stderr
+    assert code == 1
+    assert "[1/2] 01_ok.ipynb ... ok" in out and "[2/2] 02_fails.ipynb ... failed" in out
+    assert "1 notebook(s) failed: 02_fails.ipynb" in err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [(s["notebook"], s["status"]) for s in summary] == [
         ("01_ok.ipynb", "ok"),
@@ -93,9 +106,9 @@ def test_runner_kills_a_notebook_at_its_timeout(nbs, tmp_path):
     assert "timed out after 15 s" in rows[0]["error"]
 
 
-def test_runner_all_ok_exits_zero(nbs, tmp_path):
-    r = run_cli("run-notebooks", "--nbs", nbs, "--out", tmp_path / "out", "--only", "01_ok", timeout=300)
-    assert r.returncode == 0, r.stderr
+def test_runner_all_ok_exits_zero(nbs, tmp_path, runner_main):
+    code, _, err = runner_main("run-notebooks", "--nbs", nbs, "--out", tmp_path / "out", "--only", "01_ok")
+    assert code == 0, err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary[0]["results"]["smoke"] is False, "without --smoke the notebook's own default stays"
 
@@ -218,9 +231,9 @@ def test_runner_leaves_the_callers_environment_as_it_was(nbs, tmp_path, monkeypa
     assert dict(os.environ) == before
 
 
-def test_record_writes_the_run_with_its_machine(nbs, tmp_path):
+def test_record_writes_the_run_with_its_machine(nbs, tmp_path, runner_main):
     record = tmp_path / "rec.json"
-    r = run_cli(
+    code, _, err = runner_main(
         "run-notebooks",
         "--smoke",
         "--nbs",
@@ -232,7 +245,7 @@ def test_record_writes_the_run_with_its_machine(nbs, tmp_path):
         "--record",
         record,
     )
-    assert r.returncode == 0, r.stderr
+    assert code == 0, err
     rec = json.loads(record.read_text())
     assert rec["command"] == "course-lib run-notebooks --smoke" and "cores" in rec["machine"]
     assert [n["notebook"] for n in rec["notebooks"]] == ["01_ok.ipynb"]

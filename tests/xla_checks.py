@@ -7,6 +7,7 @@ python tests/xla_checks.py replicas OUT.json    # chapter 08's _run: 2 gloo-join
 python tests/xla_checks.py train OUT.json       # train_xla on both tasks, fp32 and bf16 (for the warnings
 test)
 python tests/xla_checks.py old_api OUT.json     # the deprecated xm.xla_device and xm.mark_step (its control)
+python tests/xla_checks.py train,recompile OUT.json  # several checks, in this order, in one process: a dict
 """
 
 import json
@@ -236,7 +237,7 @@ def old_api(out):
 
 
 if __name__ == "__main__":
-    check, out = sys.argv[1], sys.argv[2]
+    names, out = sys.argv[1].split(","), sys.argv[2]
     checks = dict(
         recompile=recompile,
         lightning=lightning,
@@ -245,5 +246,6 @@ if __name__ == "__main__":
         train=train,
         old_api=old_api,
     )
-    result = checks[check](out)
+    results = {name: checks[name](out) for name in names}
+    result = results[names[0]] if len(names) == 1 else results
     Path(out).write_text(json.dumps(result, indent=2, default=str))
