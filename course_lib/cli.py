@@ -14,23 +14,21 @@ import sys
 from pathlib import Path
 from . import __version__
 from .checks import check_choice, check_settings
-from .docs_sync import RESULTS_FILE, record_run, sync_docs
 from .errors import CourseLibError
 from .outputs import folder_lock
-from .runner import run_notebooks
 from course_lib.runs import (
     CONFIG_FILE,
-    _check_out,
-    _check_pretrained,
-    _check_resume_config,
-    _config,
-    _is_global_zero,
-    _read_table,
-    _start_run,
-    _tracked_config,
-    _write_json,
+    check_out_folder,
+    check_pretrained,
+    check_resume_settings,
+    run_settings,
+    is_global_zero,
+    read_table,
+    start_run,
+    tracked_settings,
+    write_json,
 )
-from .website import build_site
+
 
 # %% auto #0
 __all__ = ['ENGINES', 'COMMANDS', 'train', 'build_parser', 'main']
@@ -108,7 +106,7 @@ def _runner_parser(sub):
     r.add_argument(
         "--record",
         type=Path,
-        help=f"also write the run and this machine's description to a file (the index shows {RESULTS_FILE})",
+        help="also write the run and this machine's description to a file (the index shows the recorded one)",
     )
     s = sub.add_parser("site", help="build the course website from a course run into _site/")
     s.add_argument(
@@ -307,13 +305,13 @@ def _check_train_args(a) -> None:
     for ok, msg in _argument_checks(a):
         if not ok:
             raise CourseLibError(msg)
-    if _is_global_zero():  # DDP's other processes find the folder the first one claimed
-        _check_out(a)
+    if is_global_zero():  # DDP's other processes find the folder the first one claimed
+        check_out_folder(a)
     from course_lib.tracking import env_mode
 
     env_mode()  # an empty WANDB_MODE counts as unset; one wandb would reject stops here
     if a.resume:
-        _check_resume_config(a)
+        check_resume_settings(a)
     if a.engine == "xla":
         from course_lib.xla import require_xla
 
@@ -328,7 +326,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
 
     model = create_model(a.arch, pretrained)
     loaders = make_dataloaders(df, data_dir, check_images=False, **loader_kw)
-    with Tracker(a.wandb_project, _tracked_config(a), a.wandb, name="pytorch", save_dir=a.out) as tracker:
+    with Tracker(a.wandb_project, tracked_settings(a), a.wandb, name="pytorch", save_dir=a.out) as tracker:
         history = fit(
             model,
             *loaders,
@@ -340,7 +338,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
                 resume=a.resume,
                 **run_kw,
             ),
-            config=_config(a),
+            config=run_settings(a),
             on_step=tracker.on_step,
             on_epoch_end=tracker.on_epoch_end,
         )
@@ -357,7 +355,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
         a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last, compile=a.compile
     )
     datamodule = MelanomaDataModule(df, data_dir, check_images=False, **loader_kw)
-    logger = wandb_logger(a.wandb_project, _tracked_config(a), a.wandb, name="lightning", save_dir=a.out)
+    logger = wandb_logger(a.wandb_project, tracked_settings(a), a.wandb, name="lightning", save_dir=a.out)
     extra = {"logger": logger} if logger else {}
     try:
         history = fit_lightning(module, datamodule, resume=a.resume, devices=a.devices, **run_kw, **extra)
@@ -379,7 +377,11 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     tracker = None
     if resolve_mode(a.wandb)[0] != "disabled":
         tracker = functools.partial(
-            xla_tracker, project=a.wandb_project, config=_tracked_config(a), mode=a.wandb, save_dir=str(a.out)
+            xla_tracker,
+            project=a.wandb_project,
+            config=tracked_settings(a),
+            mode=a.wandb,
+            save_dir=str(a.out),
         )
     return train_xla(
         task="melanoma",
@@ -409,10 +411,10 @@ def train(
     from course_lib.dataset import validate_table
     from course_lib.engine import seed_everything
 
-    pretrained = _check_pretrained(a)
+    pretrained = check_pretrained(a)
     data_dir = a.data or sample_data_dir()
     table = validate_table(
-        _read_table(data_dir / "train.csv"), data_dir
+        read_table(data_dir / "train.csv"), data_dir
     )  # columns, labels, paths, every image: once
     if "patient_id" not in table.columns:
         raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
@@ -433,15 +435,15 @@ def train(
     # W&B stages a copy of every logged checkpoint in its data folder (default: under the home folder) and
     # keeps an offline run's copies: they stay with the run
     os.environ.setdefault("WANDB_DATA_DIR", str((a.out / "wandb-data").resolve()))
-    if not _is_global_zero():  # a DDP process started by the first one, which holds OUT
+    if not is_global_zero():  # a DDP process started by the first one, which holds OUT
         seed_everything(a.seed)
         return engine(a, pretrained, df, data_dir, loader_kw, run_kw)
     with folder_lock(a.out):
-        _start_run(a)
-        _write_json(a.out / CONFIG_FILE, _config(a))
+        start_run(a)
+        write_json(a.out / CONFIG_FILE, run_settings(a))
         seed_everything(a.seed)
         history = engine(a, pretrained, df, data_dir, loader_kw, run_kw)
-        _write_json(a.out / "metrics.json", history)
+        write_json(a.out / "metrics.json", history)
     return history
 
 # %% ../nbs/99_cli.ipynb #c029
@@ -517,6 +519,9 @@ def _stop_on_signals() -> None:
 
 def _cmd_run_notebooks(a) -> int:
     "Run `course-lib run-notebooks`; non-zero exit when any notebook failed."
+    from course_lib.docs_sync import record_run  # the course's tooling: loaded by its own commands only
+    from course_lib.runner import run_notebooks
+
     _stop_on_signals()
     rows = run_notebooks(a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout)
     if a.record:
@@ -530,6 +535,8 @@ def _cmd_run_notebooks(a) -> int:
 
 def _cmd_site(a) -> int:
     "Run `course-lib site`."
+    from course_lib.website import build_site
+
     built = build_site(a.run, a.out, overwrite=a.overwrite)
     print(
         f"site: {built['pages']} pages ({', '.join(built['languages'])}), "
@@ -541,7 +548,10 @@ def _cmd_site(a) -> int:
 
 def _cmd_sync_docs(a) -> int:
     "Run `course-lib sync-docs`."
-    changed = sync_docs(".", write=not a.check)
+    from course_lib.docs_sync import sync_docs
+    from course_lib.translations import sync_translations
+
+    changed = sync_docs(".", write=not a.check) + sync_translations(".", write=not a.check)
     print(
         ("out of date: " if a.check else "updated: ") + ", ".join(changed)
         if changed
@@ -553,7 +563,7 @@ def _cmd_sync_docs(a) -> int:
 def _cmd_train(a) -> int:
     "Run `course-lib train` and print where the results are."
     h = train(a)
-    if _is_global_zero():
+    if is_global_zero():
         print(
             f"{a.engine}: best valid AUC {h['best_valid_auc']:.4f} after {len(h['epochs'])} epochs; "
             f"wrote {a.out / 'metrics.json'}"

@@ -19,7 +19,7 @@ from .errors import CourseLibError
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 # %% auto #0
-__all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'validate_table',
+__all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'check_image', 'validate_table',
            'seed_augmentations', 'MelanomaDataset', 'get_transforms', 'normalize_batch', 'EpochShuffleSampler',
            'make_dataloaders']
 
@@ -49,7 +49,10 @@ def load_image(
         return np.asarray(im.convert("RGB"))
 
 # %% ../nbs/02_dataset.ipynb #c008
-def _check_image(p: Path, size: tuple | None = None) -> str | None:
+def check_image(
+    p: Path,  # an image file
+    size: tuple | None = None,  # the (width, height) the table gives it; None: any size
+) -> str | None:
     """None if `p` is a readable RGB image of `size` (w, h); 'convert' when not RGB, 'size WxH' when
     another size; else what is wrong."""
     if not p.exists():
@@ -127,7 +130,7 @@ def validate_table(
         if {"width", "height"} <= set(df.columns):  # an empty or non-numeric cell: no size to compare
             w, h = (pd.to_numeric(df[c], errors="coerce") for c in ("width", "height"))
             sizes = [None if pd.isna(a) or pd.isna(b) else (int(a), int(b)) for a, b in zip(w, h)]
-        problems = {n: why for n, p, wh in zip(df.image_name, paths, sizes) if (why := _check_image(p, wh))}
+        problems = {n: why for n, p, wh in zip(df.image_name, paths, sizes) if (why := check_image(p, wh))}
         broken = {n: why for n, why in problems.items() if why != "convert" and not why.startswith("size")}
         if broken:
             shown = "; ".join(f"{n}.jpg {why}" for n, why in list(broken.items())[:3])

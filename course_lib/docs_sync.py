@@ -1,4 +1,4 @@
-"""`course-lib sync-docs`: badges, install links, the table of contents, the results table, the translation catalogs and translated notebooks, and README.md, derived from the notebooks.
+"""`course-lib sync-docs`: badges, install links, the table of contents, the results table and README.md, derived from the notebooks (the command then refreshes the translations: `translations.sync_translations`).
 
 Docs: https://course-lib.github.io/course_lib/docs_sync.html.md"""
 
@@ -13,11 +13,11 @@ import re
 import time
 import tomllib
 from pathlib import Path
-from .runner import _results_text, find_notebooks
+from .runner import results_text, find_notebooks
 
 # %% auto #0
-__all__ = ['RESULTS_FILE', 'repo_url', 'badges', 'pages_url', 'relink', 'toc', 'record_run', 'results_table', 'notebook_text',
-           'sync_docs', 'make_readme']
+__all__ = ['RESULTS_FILE', 'repo_url', 'badges', 'pages_url', 'relink', 'notebook_title', 'toc', 'record_run', 'results_table',
+           'notebook_text', 'sync_docs', 'make_readme']
 
 # %% ../nbs/docs_sync.ipynb #c015
 def repo_url(
@@ -69,7 +69,9 @@ def relink(
     return re.sub(r"https://[\w-]+\.github\.io/[\w.-]+/", pages_url(url), text)
 
 # %% ../nbs/docs_sync.ipynb #c018
-def _title(nb: dict) -> tuple[str, str]:
+def notebook_title(
+    nb: dict,  # a notebook, as read from its JSON
+) -> tuple[str, str]:
     "A notebook's H1 title and its `>` subtitle."
     md = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     title = re.search(r"^# (.+)$", md, re.M)
@@ -86,7 +88,7 @@ def toc(
     for p in find_notebooks(nbs_dir):
         if p.name.startswith("00_"):
             continue
-        title, sub = _title(json.loads(p.read_text()))
+        title, sub = notebook_title(json.loads(p.read_text()))
         rows.append(f"| [{title}](nbs/{p.name}) | {sub} | {badges(p.name, url)} |")
     return "\n".join(rows)
 
@@ -132,7 +134,7 @@ def results_table(
         "|---|---:|---|",
     ]
     for r in record["notebooks"]:
-        measured = _results_text(r["results"])
+        measured = results_text(r["results"])
         rows.append(
             f"| [{r['notebook']}](nbs/{r['notebook']}) | {r['seconds']} | {measured or r['status']} |"
         )
@@ -155,7 +157,7 @@ def sync_docs(
     write: bool = True,  # write the changes; False: only report them
 ) -> list[str]:
     """Refresh badges, install links and the table of contents in the notebooks (the solutions notebooks too),
-    the translation catalogs and the translated notebooks, then README.md; returns changed files."""
+    then README.md; returns changed files. The translations follow from these notebooks (translations.py)."""
     root = Path(root)
     url, nbs_dir, changed = repo_url(root), root / "nbs", []
     recorded = root / RESULTS_FILE
@@ -176,10 +178,6 @@ def sync_docs(
             changed.append(str(p.relative_to(root)))
             if write:
                 p.write_text(text)
-    from course_lib.translations import LANGUAGES, translate
-
-    for lang in LANGUAGES:  # the catalogs, then the translated notebooks, from the notebooks just refreshed
-        changed += translate(root, lang, write)
     readme = make_readme(nbs_dir / "00_index.ipynb")
     if not (root / "README.md").exists() or readme != (root / "README.md").read_text():
         changed.append("README.md")

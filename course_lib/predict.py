@@ -148,11 +148,11 @@ def submit_to_kaggle(
 # %% ../nbs/10_predict.ipynb #c030b
 def _readable(paths) -> list[Path]:
     "`paths` as Paths, each checked to be an image PIL can open; one line for the first that is not."
-    from course_lib.dataset import _check_image
+    from course_lib.dataset import check_image
 
     paths = [Path(p) for p in paths]
     for p in paths:
-        why = _check_image(p)
+        why = check_image(p)
         if why not in (None, "convert"):
             raise CourseLibError(f"image {p} is {why}")
     return paths

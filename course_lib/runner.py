@@ -19,7 +19,7 @@ from pathlib import Path
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'run_notebook', 'write_summary', 'run_notebooks']
+__all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'run_notebook', 'results_text', 'write_summary', 'run_notebooks']
 
 # %% ../nbs/runner.ipynb #c006
 def find_notebooks(
@@ -123,7 +123,7 @@ def run_notebook(
     )
 
 # %% ../nbs/runner.ipynb #c010
-def _results_text(
+def results_text(
     results: dict,  # what a notebook recorded with record_results
 ) -> str:
     "A notebook's recorded numbers as `key=value, ...`, for a table cell (nested values left out)."
@@ -139,7 +139,7 @@ def write_summary(
     (out_dir / "summary.json").write_text(json.dumps(rows, indent=2))
     md = ["| notebook | status | seconds | results |", "|---|---|---:|---|"]
     for r in rows:
-        res = _results_text(r["results"])
+        res = results_text(r["results"])
         md.append(f"| {r['notebook']} | {r['status']} | {r['seconds']} | {res or r['error']} |")
     ok = sum(r["status"] == "ok" for r in rows)
     md.append(

@@ -15,10 +15,13 @@ from .errors import CourseLibError
 from .outputs import check_folder, check_free, claim_folder, write_text_atomic
 
 # %% auto #0
-__all__ = ['CONFIG_FILE', 'RUN_FILES', 'RESUME_MAY_CHANGE']
+__all__ = ['CONFIG_FILE', 'RUN_FILES', 'RESUME_MAY_CHANGE', 'read_table', 'run_settings', 'tracked_settings', 'check_out_folder',
+           'start_run', 'check_resume_settings', 'is_global_zero', 'write_json', 'check_pretrained']
 
 # %% ../nbs/runs.ipynb #c028
-def _read_table(path: Path):
+def read_table(
+    path: Path,  # a train.csv
+):
     "train.csv as a DataFrame; a file that is not UTF-8 CSV is a CourseLibError."
     import pandas as pd
 
@@ -30,14 +33,18 @@ def _read_table(path: Path):
         raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
 
 
-def _config(a) -> dict:
+def run_settings(
+    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+) -> dict:
     "The training parameters as plain values: saved in OUT/config.json and in the checkpoints."
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k not in ("cmd", "func")}
 
 
-def _tracked_config(a) -> dict:
+def tracked_settings(
+    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+) -> dict:
     "The parameters W&B records: folders by their name only, so no local path leaves the machine."
-    return {k: (Path(v).name if isinstance(getattr(a, k), Path) else v) for k, v in _config(a).items()}
+    return {k: (Path(v).name if isinstance(getattr(a, k), Path) else v) for k, v in run_settings(a).items()}
 
 
 CONFIG_FILE = "config.json"  # OUT/config.json: the settings of the run, for --resume to compare with
@@ -54,7 +61,9 @@ def _has_results(
     return path.is_file() or (path.is_dir() and any(path.iterdir()))
 
 
-def _check_out(a) -> None:
+def check_out_folder(
+    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+) -> None:
     """Refuse an --out that holds a run unless --resume or --overwrite says what to do with it, and one that
     holds other files unless --overwrite; writes nothing."""
     check_free(a.out)  # a run that is still training: say so first
@@ -68,7 +77,9 @@ def _check_out(a) -> None:
         check_folder(a.out, "train", overwrite=a.overwrite or bool(found))
 
 
-def _start_run(a) -> None:
+def start_run(
+    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+) -> None:
     "Mark OUT as a run folder; with --overwrite, remove the earlier run's files (and only those)."
     claim_folder(a.out, "train", overwrite=True)
     if a.overwrite:
@@ -122,13 +133,15 @@ def _same_folder(
     return Path(saved[key]).resolve() == Path(now[key]).resolve()
 
 
-def _check_resume_config(a) -> None:
+def check_resume_settings(
+    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+) -> None:
     """Refuse --resume when a setting that shapes training differs from the run's saved settings; name the
     keys."""
     saved = _saved_config(a)
     if saved is None:
         return
-    now = _config(a)
+    now = run_settings(a)
     keys = sorted((saved.keys() | now.keys()) - set(RESUME_MAY_CHANGE))
     differ = [k for k in keys if saved.get(k) != now.get(k) and not _same_folder(k, saved, now)]
     if differ:
@@ -139,7 +152,7 @@ def _check_resume_config(a) -> None:
         )
 
 
-def _is_global_zero() -> bool:
+def is_global_zero() -> bool:
     "Whether this process is the only one, or the first of a distributed run: only it writes files."
     import torch.distributed as dist
 
@@ -161,12 +174,17 @@ def _strict(value):
     return value
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(
+    path: Path,  # the file to write
+    data: dict,  # what to write; NaN and infinities become null
+) -> None:
     "Write `data` as strict JSON (NaN becomes null) to `path` atomically, under a unique temporary name."
     write_text_atomic(path, json.dumps(_strict(data), indent=2, allow_nan=False))
 
 
-def _check_pretrained(a) -> bool:
+def check_pretrained(
+    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+) -> bool:
     "Whether training starts from pretrained weights: they are loaded (and cached) once, before any work."
     from course_lib.engine import create_model
 

@@ -10,13 +10,15 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from .docs_sync import badges, notebook_text, notebook_title, repo_url
 from .errors import CourseLibError
 from .runner import find_notebooks
 
 # %% auto #0
 __all__ = ['LOCALES', 'LANGUAGES', 'TRANSLATED_DIR', 'Message', 'units', 'render', 'translated_notebooks', 'messages',
            'catalog_path', 'read_catalog', 'update_catalog', 'catalog_stats', 'translate_markdown', 'translation_table',
-           'translated_notebook', 'translated_toc', 'translate', 'terminology', 'translation_problems']
+           'translated_notebook', 'translated_toc', 'translate', 'sync_translations', 'terminology',
+           'translation_problems']
 
 # %% ../nbs/translations.ipynb #t004
 @dataclass(frozen=True)
@@ -271,7 +273,6 @@ def translated_toc(
     lang: str,  # the language
 ) -> str:
     "The index's chapter table in `lang`: translated titles and subtitles, links and badges."
-    from course_lib.docs_sync import _title, badges, repo_url
 
     folder, url = TRANSLATED_DIR[lang], repo_url(root)
     head = {"ko": "| 챕터 | 배우는 것 | 열기 |"}[lang]
@@ -280,7 +281,7 @@ def translated_toc(
         nb = json.loads(p.read_text())
         po = catalog_path(root, lang, p.name)
         table = translation_table(po) if po.exists() else {}
-        title, sub = (table.get(t, t) for t in _title(nb))
+        title, sub = (table.get(t, t) for t in notebook_title(nb))
         rows.append(f"| [{title}]({p.name}) | {sub} | {badges(p.name, url, folder)} |")
     return "\n".join(rows)
 
@@ -292,7 +293,6 @@ def translate(
 ) -> list[str]:
     """Refresh every catalog of `lang` from the English notebooks, then write the translated notebooks;
     returns the files that changed (or would change, with write=False)."""
-    from course_lib.docs_sync import notebook_text
 
     if lang not in LANGUAGES:
         raise CourseLibError(
@@ -311,6 +311,14 @@ def translate(
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(text)
     return changed
+
+
+def sync_translations(
+    root=".",  # the repository root
+    write: bool = True,  # False: only report what is out of step
+) -> list[str]:
+    "Every language's catalogs, then its translated notebooks, from the English notebooks (after sync_docs)."
+    return [path for lang in LANGUAGES for path in translate(root, lang, write)]
 
 # %% ../nbs/translations.ipynb #t014
 _CODE = re.compile(r"`[^`]+`")

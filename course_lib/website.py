@@ -21,7 +21,7 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from .docs_sync import _title, make_readme, repo_url
+from .docs_sync import notebook_title, make_readme, repo_url
 from .errors import CourseLibError
 from .outputs import check_folder, claim_folder, swap_in
 from .runner import find_notebooks
@@ -484,7 +484,7 @@ def _site_sources(
             nb = _site_notebook(source, root, included, url)
             module = _module_of(p)
             if module:
-                taught[module] = (p.name, _title(nb)[0])
+                taught[module] = (p.name, notebook_title(nb)[0])
                 _link_api(nb, module)
             (src / "nbs" / p.name).write_text(json.dumps(nb))
     _api_pages(src / "api", taught)
