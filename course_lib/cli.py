@@ -29,7 +29,6 @@ from course_lib.runs import (
     write_json,
 )
 
-
 # %% auto #0
 __all__ = ['ENGINES', 'COMMANDS', 'train', 'build_parser', 'main']
 
