@@ -24,8 +24,9 @@ from .dataset import normalize_batch
 # %% auto #0
 __all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'SMALL_ARCHS', 'ARCHS', 'PRECISIONS', 'simple_cnn', 'create_model',
            'WeightedFocalLoss', 'seed_everything', 'autocast', 'cpu_has_bf16', 'recommended_precision',
-           'resolve_precision', 'check_finite_loss', 'TrainConfig', 'to_device', 'train_one_epoch', 'evaluate',
-           'save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'epoch_row', 'history_dict', 'fit']
+           'resolve_precision', 'check_finite_loss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc',
+           'evaluate', 'save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'epoch_row', 'history_dict',
+           'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
@@ -300,6 +301,17 @@ def train_one_epoch(
     return total.item() / seen
 
 # %% ../nbs/03_pytorch_loop.ipynb #c019
+def roc_auc(
+    probs: torch.Tensor,  # predicted probabilities of melanoma, one per image
+    targets: torch.Tensor,  # the labels, 0 or 1
+) -> float:
+    "ROC AUC of `probs` against `targets`; NaN when the targets hold one class, where no AUC is defined."
+    from torchmetrics.functional.classification import binary_auroc
+
+    targets = targets.flatten().long()
+    return binary_auroc(probs.flatten(), targets).item() if targets.unique().numel() == 2 else float("nan")
+
+
 @torch.no_grad()
 def evaluate(
     model,  # set to eval mode
@@ -310,8 +322,6 @@ def evaluate(
     channels_last: bool = False,  # NHWC images (chapter 05)
 ) -> dict:
     "Validation loss, ROC AUC, and the probabilities and targets of the whole `loader`."
-    from torchmetrics.functional.classification import binary_auroc
-
     model.eval()
     probs, targets, total = [], [], torch.zeros((), device=device)
     for batch in loader:
@@ -322,8 +332,12 @@ def evaluate(
         probs.append(torch.sigmoid(logits).flatten().cpu())
         targets.append(y.flatten().cpu())
     probs, targets = torch.cat(probs), torch.cat(targets).long()
-    auc = binary_auroc(probs, targets).item() if targets.unique().numel() == 2 else float("nan")
-    return dict(valid_loss=total.item() / len(targets), valid_auc=auc, probs=probs, targets=targets)
+    return dict(
+        valid_loss=total.item() / len(targets),
+        valid_auc=roc_auc(probs, targets),
+        probs=probs,
+        targets=targets,
+    )
 
 # %% ../nbs/03_pytorch_loop.ipynb #c021
 def save_checkpoint(

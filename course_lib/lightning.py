@@ -24,6 +24,7 @@ from course_lib.engine import (
     create_model,
     history_dict,
     resolve_precision,
+    roc_auc,
     seed_everything,
 )
 
@@ -94,13 +95,11 @@ def validation_step(self: MelanomaModule, batch, batch_idx):
 @patch
 def on_validation_epoch_end(self: MelanomaModule):
     "ROC AUC over the whole validation fold, gathered from every process (NaN when the fold holds one class)."
-    from torchmetrics.functional.classification import binary_auroc
-
     probs = self.all_gather(torch.cat(self._probs)).flatten().cpu()  # one process: unchanged
     targets = self.all_gather(torch.cat(self._targets)).flatten().cpu().long()
     self._probs = []
     self._targets = []
-    auc = binary_auroc(probs, targets).item() if targets.unique().numel() == 2 else float("nan")
+    auc = roc_auc(probs, targets)
     # every process computed the same value from the same predictions
     self.log("valid_auc", auc, prog_bar=True)
 

@@ -25,6 +25,7 @@ from course_lib.engine import (
     check_finite_loss,
     create_model,
     history_dict,
+    roc_auc,
     save_checkpoint,
     seed_everything,
 )
@@ -187,8 +188,6 @@ def _gather_rows(replicas, t: torch.Tensor, rows: int) -> torch.Tensor:
 @torch.no_grad()
 def _validate(r: SimpleNamespace, loader, precision: str) -> dict:
     "Loss and metric over all replicas' validation shards."
-    from torchmetrics.functional.classification import binary_auroc
-
     r.model.eval()
     logits, targets = [], []
     for x, y in loader:
@@ -201,10 +200,8 @@ def _validate(r: SimpleNamespace, loader, precision: str) -> dict:
     out = {"valid_loss": r.loss_fn_cpu(logits, targets).item()}
     if r.metric == "valid_accuracy":
         out[r.metric] = (logits.argmax(-1) == targets).float().mean().item()
-    elif targets.unique().numel() == 2:
-        out[r.metric] = binary_auroc(torch.sigmoid(logits).flatten(), targets.long().flatten()).item()
     else:
-        out[r.metric] = float("nan")  # one class in the fold: AUC is undefined
+        out[r.metric] = roc_auc(torch.sigmoid(logits), targets)  # NaN when the fold holds one class
     return out
 
 # %% ../nbs/08_tpu.ipynb #c029

@@ -243,3 +243,17 @@ def test_train_refuses_non_utf8_csv(data_copy, tmp_path):
     )
     r = run_cli("train", "--data", d, "--out", tmp_path / "o", timeout=120)
     assert r.returncode == 1 and "is not UTF-8 text" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_roc_auc_is_the_metric_of_every_engine_and_nan_for_one_class():
+    "engine.evaluate, the Lightning module and the xla engine's validation all call roc_auc."
+    import inspect
+    from course_lib import engine, lightning, xla
+    from course_lib.engine import roc_auc
+
+    p = torch.tensor([0.1, 0.4, 0.35, 0.8])
+    assert roc_auc(p, torch.tensor([0, 0, 1, 1])) == 0.75  # sklearn's roc_auc_score on the same numbers
+    assert roc_auc(p[:, None], torch.tensor([[0.0], [0.0], [1.0], [1.0]])) == 0.75  # (n, 1) floats, as y is
+    assert math.isnan(roc_auc(p, torch.zeros(4))) and math.isnan(roc_auc(p, torch.ones(4)))
+    for fn in (engine.evaluate, lightning.MelanomaModule.on_validation_epoch_end, xla._validate):
+        assert "roc_auc(" in inspect.getsource(fn) and "binary_auroc" not in inspect.getsource(fn), fn

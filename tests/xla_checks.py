@@ -185,7 +185,11 @@ def replicas(out):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         s.close()
-        mp.spawn(_replica, args=(world, dict(flags, batch_size=batch, lr=lr), port, str(d)), nprocs=world)
+        args = (world, dict(flags, batch_size=batch, lr=lr), port, str(d))
+        if world == 1:  # in this process, whose XLA device nothing has touched: one Python start fewer
+            _replica(0, *args)
+        else:
+            mp.spawn(_replica, args=args, nprocs=world)
         state = load_checkpoint(d / "checkpoints" / "last.pt")["model"]
         runs[world] = dict(history=json.loads((d / "xla_history.json").read_text()), state=state)
     s1, s2 = runs[1]["state"], runs[2]["state"]
