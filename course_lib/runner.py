@@ -163,7 +163,7 @@ def run_notebooks(
     """Run the course's notebooks with papermill, one progress line each; writes executed copies and the
     summary."""
     if importlib.util.find_spec("papermill") is None:
-        raise CourseLibError("papermill is an optional part: pip install 'course_lib[dev]'")
+        raise CourseLibError("papermill is an optional part: pip install 'course_lib[book]'")
     nbs, out = find_notebooks(nbs_dir, only), Path(out)
     env = dict(os.environ)  # the notebooks' environment; the caller's stays as it was
     # Jupyter's own backend, whatever the caller set (often Agg): figures stay in the executed notebook

@@ -8,6 +8,7 @@ Docs: https://course-lib.github.io/course_lib/translations.html.md"""
 from __future__ import annotations
 import json
 import re
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from .docs_sync import badges, notebook_text, notebook_title, repo_url
@@ -298,6 +299,9 @@ def translate(
         raise CourseLibError(
             f"unknown language {lang!r}: the course is translated into {', '.join(LANGUAGES)}"
         )
+    for module, package in (("babel", "babel"), ("markdown_it", "markdown-it-py")):
+        if importlib.util.find_spec(module) is None:
+            raise CourseLibError(f"syncing the translations needs {package}: pip install 'course_lib[book]'")
     root, changed = Path(root), []
     for nb in translated_notebooks(root):
         path = catalog_path(root, lang, nb.name)

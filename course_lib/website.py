@@ -329,7 +329,7 @@ def _require_site_tools() -> None:
         ("mathjax", "django-static-mathjax"),
     ):
         if importlib.util.find_spec(module) is None:
-            raise CourseLibError(f"building the site needs {package}: pip install 'course_lib[docs]'")
+            raise CourseLibError(f"building the site needs {package}: pip install 'course_lib[book]'")
 
 # %% ../nbs/website.ipynb #c021zb
 def build_site(

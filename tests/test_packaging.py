@@ -77,7 +77,7 @@ def _check_venv(tmp_path, wheel):
     assert (
         r.returncode == 1
         and r.stderr.strip().splitlines()[-1]
-        == "course-lib: error: papermill is an optional part: pip install 'course_lib[dev]'"
+        == "course-lib: error: papermill is an optional part: pip install 'course_lib[book]'"
     ), r.stderr
 
 
@@ -114,7 +114,9 @@ def test_sdist_and_wheel_build_pass_twine_and_carry_the_right_metadata(tmp_path)
     core = {re.split(r"[<>=; ]", r)[0] for r in requires if "extra ==" not in r}
     assert {"torch", "torchvision", "pytorch-lightning", "albumentations", "fastcore"} <= core, core
     assert not core & {"torch_xla", "wandb", "nbdev", "papermill", "kaggle", "sphinx"}, core
-    assert set(meta.get_all("Provides-Extra")) == {"tpu", "wandb", "kaggle", "docs", "dev"}
+    assert set(meta.get_all("Provides-Extra")) == {"tpu", "wandb", "kaggle", "docs", "book", "dev"}
+    book = {re.split(r"[<>=; ]", r)[0] for r in requires if 'extra == "book"' in r}
+    assert {"papermill", "ipykernel", "nbformat", "babel", "markdown-it-py", "course_lib"} <= book, book
     assert {
         f"course_lib/{m}.py" for m in ("data", "dataset", "engine", "lightning", "xla", "tracking")
     } <= set(files)

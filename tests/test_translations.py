@@ -122,3 +122,24 @@ def test_an_english_change_marks_its_entry_fuzzy_and_a_new_paragraph_untranslate
     assert changed.fuzzy and changed.string == old.string, "the old translation stays, marked for review"
     ko = json.loads((tmp_path / "ko" / "99_cli.ipynb").read_text())
     assert "".join(ko["cells"][-1]["source"]) == "A new paragraph."  # English until translated
+
+
+@pytest.mark.parametrize(
+    "missing, package", [("babel", "babel"), ("markdown_it", "markdown-it-py"), ("sphinx", "sphinx")]
+)
+def test_the_tooling_names_its_extra_when_a_package_is_missing(missing, package, monkeypatch):
+    "sync-docs and site stop in one line naming the `book` extra, before writing anything."
+    import importlib.util
+    from course_lib import website
+    from course_lib.errors import CourseLibError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a)
+    )
+    want = f"needs {package}: pip install 'course_lib\\[book\\]'"
+    with pytest.raises(CourseLibError, match=want):
+        if missing == "sphinx":
+            website._require_site_tools()  # what build_site checks once the course run is there
+        else:
+            translate(REPO, "ko", write=False)
