@@ -1,7 +1,7 @@
 """Train chapter 04's module with Lightning on 1 process or 2 DDP processes (gloo, CPU); rank 0 saves the
 results.
 
-python tests/ddp_check.py single|ddp OUT.pt   (run by tests/test_lightning.py)
+python tests/ddp_check.py single|ddp OUT.pt   (tests/test_lightning.py runs ddp so, single in its own process)
 Both see the same global batches: DDP's DistributedSampler (seed 0) splits the permutation a 1-replica
 DistributedSampler gives the single process. The module's network is swapped for a small CNN without dropout
 or BatchNorm (SyncBatchNorm needs GPUs; per-process BatchNorm statistics would differ by design), so the two
@@ -31,8 +31,8 @@ def probabilities(model, ds):
     return torch.sigmoid(model(ds.tensors[0])).flatten(), ds.tensors[1].flatten().long()
 
 
-if __name__ == "__main__":
-    mode, out = sys.argv[1], sys.argv[2]
+def main(mode, out):
+    "Train in `mode` ('single': this process, 'ddp': Lightning starts a second one) and save as rank 0."
     seed_everything(0)
     ds, valid = dataset(N), dataset(N_VALID)
     module = MelanomaModule("resnet18", lr=1e-3, seed=0)
@@ -83,3 +83,7 @@ if __name__ == "__main__":
             },
             out,
         )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -11,18 +11,21 @@ TOLERANCE = 1e-4  # max |difference| of any weight after 8 steps; only the order
 
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory):
-    "tests/ddp_check.py run once in one process and once in two (DDP); the two results, loaded."
+    """tests/ddp_check.py run once in this process (one device) and once in two (DDP, started as a script, as
+    Lightning's launcher re-runs it for the second process); the two results, loaded."""
+    import ddp_check
+
     tmp = tmp_path_factory.mktemp("ddp")
-    for mode in ("single", "ddp"):
-        r = subprocess.run(
-            [sys.executable, str(REPO / "tests" / "ddp_check.py"), mode, str(tmp / f"{mode}.pt")],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=tmp,
-            stdin=subprocess.DEVNULL,
-        )
-        assert r.returncode == 0, r.stderr[-3000:]
+    ddp_check.main("single", str(tmp / "single.pt"))
+    r = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "ddp_check.py"), "ddp", str(tmp / "ddp.pt")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
     return tuple(torch.load(tmp / f"{m}.pt", weights_only=True) for m in ("single", "ddp"))
 
 
