@@ -116,7 +116,7 @@ def test_sdist_and_wheel_build_pass_twine_and_carry_the_right_metadata(tmp_path)
     assert not core & {"torch_xla", "wandb", "nbdev", "papermill", "kaggle", "sphinx"}, core
     assert set(meta.get_all("Provides-Extra")) == {"tpu", "wandb", "kaggle", "docs", "book", "dev"}
     book = {re.split(r"[<>=; ]", r)[0] for r in requires if 'extra == "book"' in r}
-    assert {"papermill", "ipykernel", "nbformat", "babel", "markdown-it-py", "course_lib"} <= book, book
+    assert {"papermill", "ipykernel", "nbformat", "babel", "markdown-it-py", "course_lib[docs]"} <= book, book
     assert {
         f"course_lib/{m}.py" for m in ("data", "dataset", "engine", "lightning", "xla", "tracking")
     } <= set(files)
