@@ -257,3 +257,18 @@ def test_roc_auc_is_the_metric_of_every_engine_and_nan_for_one_class():
     assert math.isnan(roc_auc(p, torch.zeros(4))) and math.isnan(roc_auc(p, torch.ones(4)))
     for fn in (engine.evaluate, lightning.MelanomaModule.on_validation_epoch_end, xla._validate):
         assert "roc_auc(" in inspect.getsource(fn) and "binary_auroc" not in inspect.getsource(fn), fn
+
+
+def test_simple_cnn_is_an_arch_without_pretrained_weights(capsys, tmp_path):
+    model = create_model("simple-cnn")
+    assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 1)
+    with pytest.raises(CourseLibError, match="--arch simple-cnn has no pretrained weights"):
+        create_model("simple-cnn", pretrained=True)
+    assert create_model("simple-cnn", pretrained=True, allow_random_init=True)(
+        torch.zeros(1, 3, 16, 16)
+    ).shape == (1, 1)
+    code, _, err = run_main(capsys, "train", "--arch", "simple-cnn", "--pretrained", "--out", tmp_path / "o")
+    assert code == 1 and err.strip().splitlines() == [
+        "course-lib: error: --arch simple-cnn has no pretrained weights: train it without --pretrained"
+    ], err
+    assert not (tmp_path / "o").exists()
