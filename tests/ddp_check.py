@@ -1,7 +1,8 @@
 """Train chapter 04's module with Lightning on 1 process or 2 DDP processes (gloo, CPU); rank 0 saves the
 results.
 
-python tests/ddp_check.py single|ddp OUT.pt   (tests/test_lightning.py runs ddp so, single in its own process)
+python tests/ddp_check.py single|ddp OUT.pt   (tests/test_lightning.py runs ddp this way, and calls
+main('single', ...) in its own process)
 Both see the same global batches: DDP's DistributedSampler (seed 0) splits the permutation a 1-replica
 DistributedSampler gives the single process. The module's network is swapped for a small CNN without dropout
 or BatchNorm (SyncBatchNorm needs GPUs; per-process BatchNorm statistics would differ by design), so the two

@@ -44,15 +44,9 @@ def _tab(browser, base):
     return page, errors
 
 
-def _html(path, cache={}):
-    "A page's text, read once per check (links to anchors read their target again and again)."
-    if path not in cache:
-        cache[path] = path.read_text(errors="replace")
-    return cache[path]
-
-
-def _page_problems(page, rel, resp, site, base) -> list:
-    "What is wrong with the loaded page `rel`: its status, its images, its internal links and anchors, plots."
+def _page_problems(page, rel, resp, site, base, html) -> list:
+    """What is wrong with the loaded page `rel`: its status, its images, its internal links and anchors, its
+    plots. `html(path)`: a page's text."""
     problems = [] if resp is not None and resp.status == 200 else [f"{rel}: HTTP {resp and resp.status}"]
     imgs = page.eval_on_selector_all(
         "img", "els => els.map(e => [e.getAttribute('src'), e.complete && e.naturalWidth > 0])"
@@ -67,7 +61,7 @@ def _page_problems(page, rel, resp, site, base) -> list:
             target = target / "index.html"
         if not target.exists():
             problems.append(f"{rel}: broken link {h}")
-        elif u.fragment and target.suffix == ".html" and f'id="{unquote(u.fragment)}"' not in _html(target):
+        elif u.fragment and target.suffix == ".html" and f'id="{unquote(u.fragment)}"' not in html(target):
             problems.append(f"{rel}: missing anchor {h}")
     chapter = rel.startswith("nbs/0") and not rel.startswith("nbs/00")
     if chapter and not any(src and ("png" in src or src.startswith("data:")) for src, _ in imgs):
@@ -90,6 +84,8 @@ def check(site, shots, chromium="/usr/bin/chromium"):
         executable = None if chromium == "playwright" else chromium
         browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         tabs = [_tab(browser, base) for _ in range(TABS)]
+        # a link target's text, read once in this check: links to anchors read the same pages again and again
+        html = functools.lru_cache(maxsize=None)(lambda path: path.read_text(errors="replace"))
         for i in range(0, len(pages), TABS):
             batch = list(zip(tabs, pages[i : i + TABS]))
             responses = []
@@ -98,7 +94,7 @@ def check(site, shots, chromium="/usr/bin/chromium"):
                 responses.append(page.goto(base + rel, wait_until="commit"))
             for ((page, errors), rel), resp in zip(batch, responses):
                 page.wait_for_load_state("networkidle")
-                problems += _page_problems(page, rel, resp, site, base)
+                problems += _page_problems(page, rel, resp, site, base, html)
                 problems += [f"{rel}: {e}" for e in errors]
         if shots is not None:
             problems += _screenshots(tabs[0][0], base, Path(shots))

@@ -106,8 +106,6 @@ def test_importing_the_command_line_loads_none_of_the_tooling():
     code = "import sys, course_lib.cli; print(' '.join(sorted(sys.modules)))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    loaded = set(r.stdout.split())
-    assert not {f"course_lib.{t}" for t in TOOLING} & loaded, sorted(
-        loaded & {f"course_lib.{t}" for t in TOOLING}
-    )
+    loaded, tooling = set(r.stdout.split()), {f"course_lib.{t}" for t in TOOLING}
+    assert not tooling & loaded, sorted(tooling & loaded)
     assert not {"papermill", "sphinx", "babel", "markdown_it"} & loaded
