@@ -15,7 +15,7 @@
 #   3. epoch.py, one epoch of each pipeline on 33,126 generated JPEGs at batch 256   (limit 100 s)
 #   4. profile_engine.py, the engine against the reference under torch.profiler    (limit 50 s)
 #   5. loader.py, every pipeline alone with 8 and 16 workers                        (limit 70 s)
-# `course` (limit 470 s): course-lib run-notebooks --smoke, the executed notebooks and summary.json in
+# `course` (limit 470 s): course-book run-notebooks --smoke, the executed notebooks and summary.json in
 # $OUT/course; chapter 08 stops in one line where torch_xla is missing, as on Colab's GPU runtime.
 # Python packages: when the folder named by $WHEELS (default .whl) holds wheels, they are installed
 # into a temporary folder first (a machine without the internet).
@@ -51,7 +51,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 if [ "${1:-}" = course ]; then
     ONLY=()
     [ "${GPU_SH_TINY:-0}" = 1 ] && ONLY=(--only 00)
-    step 470 $PY -c "import sys; from course_lib.cli import main; sys.exit(main(sys.argv[1:]))" \
+    step 470 $PY -c "import sys; from course_lib.book.cli import main; sys.exit(main(sys.argv[1:]))" \
         run-notebooks --smoke --out "$OUT/course" --timeout 400 "${ONLY[@]}"
     log "done; the executed notebooks and summary.json in $OUT/course"
     exit 0

@@ -7,9 +7,7 @@ Docs: https://course-lib.github.io/course_lib/cli.html.md"""
 # %% ../nbs/99_cli.ipynb #c004
 from __future__ import annotations
 import argparse
-import json
 import os
-import signal
 import sys
 from pathlib import Path
 from . import __version__
@@ -76,58 +74,6 @@ def _data_parser(sub):
         type=int,
         default=256,
         help="image size of the data set: 128, 192, 256, 384, 512 or 768 (default: 256)",
-    )
-
-# %% ../nbs/99_cli.ipynb #c024
-def _runner_parser(sub):
-    "The `run-notebooks`, `site` and `sync-docs` sub-commands."
-    r = sub.add_parser(
-        "run-notebooks", help="execute the course notebooks with papermill and write a summary"
-    )
-    r.add_argument(
-        "--smoke", action="store_true", help="smoke mode: built-in sample data, tiny sizes, no network"
-    )
-    r.add_argument(
-        "--only",
-        help="run only notebooks whose name matches this glob or contains this text; several, separated by "
-        "commas: --only 01,05",
-    )
-    r.add_argument(
-        "--out",
-        type=Path,
-        default=Path("_course_run"),
-        help="folder for executed notebooks and summary (default: _course_run)",
-    )
-    r.add_argument("--timeout", type=float, default=1800, help="seconds allowed per notebook (default: 1800)")
-    r.add_argument(
-        "--nbs", type=Path, default=Path("nbs"), help="folder holding the notebooks (default: nbs)"
-    )
-    r.add_argument(
-        "--record",
-        type=Path,
-        help="also write the run and this machine's description to a file (the index shows the recorded one)",
-    )
-    s = sub.add_parser("site", help="build the course website from a course run into _site/")
-    s.add_argument(
-        "--run",
-        type=Path,
-        default=Path("_course_run"),
-        help="the course run whose executed notebooks the site shows (default: _course_run)",
-    )
-    s.add_argument(
-        "--out",
-        type=Path,
-        default=Path("_site"),
-        help="where the site goes: new, empty or an earlier site (default: _site)",
-    )
-    s.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace --out even when it holds files the course did not write",
-    )
-    d = sub.add_parser("sync-docs", help="refresh badges, links, contents, catalogs, ko/ and README.md")
-    d.add_argument(
-        "--check", action="store_true", help="only report what is out of date; exit 1 if anything is"
     )
 
 # %% ../nbs/99_cli.ipynb #c026
@@ -475,12 +421,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(
-        dest="cmd", required=True, metavar="{train,predict,data,run-notebooks,site,sync-docs}"
+        dest="cmd", required=True, metavar="{train,predict,data}"
     )
     _train_parser(sub)
     _predict_parser(sub)
     _data_parser(sub)
-    _runner_parser(sub)
     return p
 
 # %% ../nbs/99_cli.ipynb #c030
@@ -503,60 +448,6 @@ def _cmd_data(a) -> int:
         print(f"downloaded to {data.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
     return 0
 
-
-def _stop_on_signals() -> None:
-    """Make SIGTERM and SIGHUP (what `timeout`, `kill`, a stopped container or a closed terminal send) end
-    the run as Ctrl-C does: the running notebook's whole process tree is killed on the way out."""
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # Windows has no SIGHUP
-        if sig is not None:
-            signal.signal(sig, stop)
-
-
-def _cmd_run_notebooks(a) -> int:
-    "Run `course-lib run-notebooks`; non-zero exit when any notebook failed."
-    from course_lib.docs_sync import record_run  # the course's tooling: loaded by its own commands only
-    from course_lib.runner import run_notebooks
-
-    _stop_on_signals()
-    rows = run_notebooks(a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout)
-    if a.record:
-        a.record.write_text(json.dumps(record_run(rows, a.smoke), indent=2) + "\n")
-        print(f"recorded: {a.record} (then run course-lib sync-docs)")
-    failed = [r["notebook"] for r in rows if r["status"] != "ok"]
-    if failed:
-        print(f"course-lib: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
-    return 1 if failed else 0
-
-
-def _cmd_site(a) -> int:
-    "Run `course-lib site`."
-    from course_lib.website import build_site
-
-    built = build_site(a.run, a.out, overwrite=a.overwrite)
-    print(
-        f"site: {built['pages']} pages ({', '.join(built['languages'])}), "
-        f"{built['api_entries']} API entries, "
-        f"built in {built['seconds']} s: {a.out / 'index.html'}"
-    )
-    return 0
-
-
-def _cmd_sync_docs(a) -> int:
-    "Run `course-lib sync-docs`."
-    from course_lib.docs_sync import sync_docs
-    from course_lib.translations import sync_translations
-
-    changed = sync_docs(".", write=not a.check) + sync_translations(".", write=not a.check)
-    print(
-        ("out of date: " if a.check else "updated: ") + ", ".join(changed)
-        if changed
-        else "docs are up to date"
-    )
-    return 1 if (a.check and changed) else 0
 
 # %% ../nbs/99_cli.ipynb #c031
 def _cmd_train(a) -> int:
@@ -583,9 +474,6 @@ COMMANDS = {
     "train": _cmd_train,
     "predict": _cmd_predict,
     "data": _cmd_data,
-    "run-notebooks": _cmd_run_notebooks,
-    "site": _cmd_site,
-    "sync-docs": _cmd_sync_docs,
 }
 
 

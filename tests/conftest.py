@@ -21,11 +21,11 @@ os.environ["WANDB_DATA_DIR"] = WANDB_DATA_DIR
 atexit.register(shutil.rmtree, WANDB_DATA_DIR, ignore_errors=True)
 
 
-def run_cli(*args, env=None, cwd=None, timeout=600, unset=()):
-    """Run the installed `course-lib` program with this environment, less `unset`, plus `env`; returns the
-    CompletedProcess (text mode)."""
+def run_cli(*args, env=None, cwd=None, timeout=600, unset=(), program="course-lib"):
+    """Run the installed `course-lib` program (or `program`, e.g. the book's `course-book`) with this
+    environment, less `unset`, plus `env`; returns the CompletedProcess (text mode)."""
     return subprocess.run(
-        [str(BIN / "course-lib"), *map(str, args)],
+        [str(BIN / program), *map(str, args)],
         capture_output=True,
         text=True,
         env={**{k: v for k, v in os.environ.items() if k not in unset}, **(env or {})},
@@ -35,11 +35,19 @@ def run_cli(*args, env=None, cwd=None, timeout=600, unset=()):
     )
 
 
-def run_main(capsys, *args) -> tuple[int, str, str]:
-    """Run `course-lib ARGS` in this process (course_lib.cli.main); returns (exit status, stdout, stderr).
-    For argument and input errors, which stop before any training: no Python start-up per case."""
-    from course_lib.cli import main
+def run_book(*args, **kw):
+    "Run the installed `course-book` program (the book's tooling) as `run_cli` does."
+    return run_cli(*args, program="course-book", **kw)
 
+
+def run_main(capsys, *args, book: bool = False) -> tuple[int, str, str]:
+    """Run `course-lib ARGS` (or `course-book ARGS` when `book`) in this process; returns (exit status,
+    stdout, stderr). For argument and input errors, which stop before any training: no Python start-up per
+    case."""
+    from course_lib.book.cli import main as book_main
+    from course_lib.cli import main as learner_main
+
+    main = book_main if book else learner_main
     capsys.readouterr()  # drop what earlier steps printed
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()

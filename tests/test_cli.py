@@ -6,10 +6,12 @@ from course_lib.data import KAGGLE_COLUMNS
 from conftest import run_cli, run_main
 
 
-def _help(capsys, *args) -> str:
-    "`course-lib ARGS --help` in this process: what it prints (argparse exits with status 0)."
-    from course_lib.cli import main
+def _help(capsys, *args, book: bool = False) -> str:
+    "`course-lib ARGS --help` (`course-book` when `book`) in this process: what it prints (exit status 0)."
+    from course_lib.book.cli import main as book_main
+    from course_lib.cli import main as learner_main
 
+    main = book_main if book else learner_main
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
         main([*map(str, args), "--help"])
@@ -17,15 +19,29 @@ def _help(capsys, *args) -> str:
     return capsys.readouterr().out
 
 
-def test_help_lists_every_command(capsys):
-    out = _help(capsys)
-    for cmd in ("data", "run-notebooks", "sync-docs"):
-        assert cmd in out
+def test_help_lists_the_learners_commands_only(capsys):
+    "`course-lib` is the learner's program; running the notebooks and building the site are the book's."
+    assert "{train,predict,data}" in _help(capsys)
+    assert "{run-notebooks,site,sync-docs}" in _help(capsys, book=True)
 
 
 def test_every_subcommand_has_help(capsys):
-    for args in (["data", "sample"], ["data", "kaggle"], ["run-notebooks"], ["sync-docs"]):
+    for args in (["train"], ["predict"], ["data", "sample"], ["data", "kaggle"]):
         assert "--" in _help(capsys, *args), args
+    for args in (["run-notebooks"], ["site"], ["sync-docs"]):
+        assert "--" in _help(capsys, *args, book=True), args
+
+
+def test_the_book_commands_are_not_the_learners(capsys):
+    "A maintainer's command given to `course-lib` is refused by argparse, naming the learner's choices."
+    from course_lib.cli import main
+
+    for cmd in ("run-notebooks", "site", "sync-docs"):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stop:
+            main([cmd])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and f"invalid choice: '{cmd}'" in err, err
 
 
 def test_the_installed_program_prints_its_help():

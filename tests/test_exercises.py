@@ -6,7 +6,7 @@ import re
 import pytest
 from conftest import REPO
 from course_lib.exercises import EXERCISES
-from course_lib.runner import find_notebooks
+from course_lib.book.runner import find_notebooks
 from exercise_cells import cells, exercise_cells, run_exercises, solutions_path, source
 
 CHAPTERS = [p for p in find_notebooks(REPO / "nbs") if not p.name.startswith(("00_", "99_"))]

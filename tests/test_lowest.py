@@ -78,7 +78,7 @@ def test_lowest_allowed_versions_run_chapter_04_and_with_deep_02(tmp_path, reque
     }
     assert not differ, f"floor vs installed: {differ}"
     r = run(
-        venv / "bin" / "course-lib",
+        venv / "bin" / "course-book",
         "run-notebooks",
         "--smoke",
         "--only",

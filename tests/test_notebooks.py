@@ -3,7 +3,7 @@
 
 import json
 import re
-from course_lib.runner import find_notebooks
+from course_lib.book.runner import find_notebooks
 from conftest import REPO
 
 NOTEBOOKS = [p.name for p in find_notebooks(REPO / "nbs")]

@@ -41,8 +41,8 @@ def learners_folder(tmp_path):
     return d
 
 
-def _refused(capsys, args, needle):
-    code, _, err = run_main(capsys, *args)
+def _refused(capsys, args, needle, book=False):
+    code, _, err = run_main(capsys, *args, book=book)
     lines = err.strip().splitlines()
     assert code == 1 and len(lines) == 1 and needle in lines[0], err
     return lines[0]
@@ -93,16 +93,16 @@ def test_a_failed_sample_leaves_no_temporary_folder(tmp_path, monkeypatch):
 
 def test_site_refuses_a_learners_folder_the_current_folder_and_the_run(learners_folder, tmp_path, capsys):
     before = _snapshot(learners_folder)
-    _refused(capsys, ["site", "--run", tmp_path / "run", "--out", learners_folder], "add --overwrite")
-    assert _snapshot(learners_folder) == before
     _refused(
-        capsys, ["site", "--run", tmp_path / "run", "--out", ".", "--overwrite"], "holds the current folder"
+        capsys, ["site", "--run", tmp_path / "run", "--out", learners_folder], "add --overwrite", book=True
     )
+    assert _snapshot(learners_folder) == before
+    args = ["site", "--run", tmp_path / "run", "--out", ".", "--overwrite"]
+    _refused(capsys, args, "holds the current folder", book=True)
     run = tmp_path / "site" / "run"
     run.mkdir(parents=True)
-    _refused(
-        capsys, ["site", "--run", run, "--out", tmp_path / "site", "--overwrite"], "holds the course run"
-    )
+    args = ["site", "--run", run, "--out", tmp_path / "site", "--overwrite"]
+    _refused(capsys, args, "holds the course run", book=True)
 
 
 def test_a_second_train_into_the_same_out_is_refused_and_overwrite_replaces_only_the_run(

@@ -58,10 +58,10 @@ def _check_venv(tmp_path, wheel):
     )
     assert r.returncode == 0, r.stderr
     r = subprocess.run([str(bin_ / "course-lib"), "--help"], capture_output=True, text=True, cwd=tmp_path)
-    assert r.returncode == 0 and "run-notebooks" in r.stdout
+    assert r.returncode == 0 and "{train,predict,data}" in r.stdout, r.stdout
     r = subprocess.run(
         [
-            str(bin_ / "course-lib"),
+            str(bin_ / "course-book"),
             "run-notebooks",
             "--nbs",
             str(REPO / "nbs"),
@@ -77,7 +77,7 @@ def _check_venv(tmp_path, wheel):
     assert (
         r.returncode == 1
         and r.stderr.strip().splitlines()[-1]
-        == "course-lib: error: papermill is an optional part: pip install 'course_lib[book]'"
+        == "course-book: error: papermill is an optional part: pip install 'course_lib[book]'"
     ), r.stderr
 
 
@@ -120,6 +120,8 @@ def test_sdist_and_wheel_build_pass_twine_and_carry_the_right_metadata(tmp_path)
     assert {
         f"course_lib/{m}.py" for m in ("data", "dataset", "engine", "lightning", "xla", "tracking")
     } <= set(files)
+    book_modules = ("cli", "runner", "docs_sync", "translations", "website")
+    assert {f"course_lib/book/{m}.py" for m in book_modules} <= set(files), "the book travels in the wheel"
     with tarfile.open(sdist) as t:
         names = t.getnames()
     assert f"course_lib-{version}/pyproject.toml" in names and f"course_lib-{version}/README.md" in names

@@ -4,7 +4,7 @@ import json
 import re
 import shutil
 import subprocess
-from conftest import REPO, BIN, run_cli
+from conftest import REPO, BIN, run_book
 
 
 def _project_copy(tmp_path):
@@ -42,7 +42,7 @@ def test_library_matches_a_fresh_export(tmp_path):
 
 
 def test_docs_are_in_sync():
-    r = run_cli("sync-docs", "--check", timeout=60)
+    r = run_book("sync-docs", "--check", timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -135,17 +135,24 @@ def test_ruff_passes_on_library_notebooks_tests_and_bench():
     assert "All checks passed" in r.stdout
 
 
+def _library_modules():
+    "(dotted module name, path) for every module of course_lib, the book's included; nbdev's index aside."
+    for path in sorted((REPO / "course_lib").rglob("*.py")):
+        if not path.stem.startswith("_"):
+            yield ".".join(path.relative_to(REPO).with_suffix("").parts), path
+
+
 def test_every_exported_parameter_is_documented():
     "nbdev's docments style: a comment after each parameter, so show_doc and help() explain it."
     import importlib
     import inspect
-    from course_lib.website import parameter_docs
+    from course_lib.book.website import parameter_docs
 
     undocumented = []
-    for path in sorted((REPO / "course_lib").glob("*.py")):
-        if path.stem.startswith("_"):
-            continue
-        module = importlib.import_module(f"course_lib.{path.stem}")
+    modules = dict(_library_modules())
+    assert "course_lib.engine" in modules and "course_lib.book.website" in modules, sorted(modules)
+    for name_, path in modules.items():
+        module = importlib.import_module(name_)
         for name in module.__all__:
             obj = getattr(module, name)
             if not (inspect.isclass(obj) or inspect.isfunction(obj)):
@@ -155,7 +162,7 @@ def test_every_exported_parameter_is_documented():
                 continue
             docs = parameter_docs(obj)  # what the site's API reference shows
             params = [p for p in inspect.signature(fn).parameters if p != "self"]
-            undocumented += [f"{path.stem}.{name}({p})" for p in params if not docs.get(p)]
+            undocumented += [f"{name_}.{name}({p})" for p in params if not docs.get(p)]
     assert not undocumented, undocumented
 
 
@@ -166,43 +173,29 @@ def test_functions_are_small_and_take_few_parameters():
     import importlib
 
     too_long, too_many = [], []
-    for path in sorted((REPO / "course_lib").glob("*.py")):
+    for name_, path in _library_modules():
         tree = ast.parse(path.read_text())
-        exported = getattr(importlib.import_module(f"course_lib.{path.stem}"), "__all__", [])
+        exported = getattr(importlib.import_module(name_), "__all__", [])
         for node in ast.walk(tree):
             if not isinstance(node, ast.FunctionDef):
                 continue
             if node.end_lineno - node.lineno + 1 > 50:
-                too_long.append(f"{path.stem}.{node.name}")
+                too_long.append(f"{name_}.{node.name}")
             a = node.args
             params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
             params = [p for p in params if p.arg not in ("self", "cls")]
             if node.name in exported and len(params) > 10:
-                too_many.append(f"{path.stem}.{node.name}: {len(params)}")
+                too_many.append(f"{name_}.{node.name}: {len(params)}")
     assert not too_long and not too_many, (too_long, too_many)
 
 
 def test_the_recorded_course_run_in_the_index_covers_every_notebook():
-    from course_lib.docs_sync import RESULTS_FILE
-    from course_lib.runner import find_notebooks
+    from course_lib.book.docs_sync import RESULTS_FILE
+    from course_lib.book.runner import find_notebooks
 
     record = json.loads((REPO / RESULTS_FILE).read_text())
     recorded = [n["notebook"] for n in record["notebooks"]]
     assert recorded == [p.name for p in find_notebooks(REPO / "nbs")], (
-        "a notebook was added or renamed: record a new run (course-lib run-notebooks --smoke --record ...)"
+        "a notebook was added or renamed: record a new run (course-book run-notebooks --smoke --record ...)"
     )
     assert all(n["status"] == "ok" for n in record["notebooks"])
-
-
-def test_cli_keeps_argument_parsing_and_dispatch_only():
-    """The runner, the docs sync, the website and the run folder's rules live in modules of their own (and
-    test_imports.py checks that cli.py loads the tooling only inside the commands that run it)."""
-    text = (REPO / "course_lib" / "cli.py").read_text()
-    for job in (
-        "def run_notebook",
-        "def build_site",
-        "def sync_docs",
-        "def check_out_folder",
-        "def api_entries",
-    ):
-        assert job not in text, f"{job} belongs in its own module, not in cli.py"

@@ -3,7 +3,7 @@
 import json
 import nbformat
 import pytest
-from course_lib.runner import find_notebooks, run_notebooks
+from course_lib.book.runner import find_notebooks, run_notebooks
 from course_lib.errors import CourseLibError
 from conftest import run_main
 
@@ -34,13 +34,13 @@ def nbs(tmp_path):
 
 @pytest.fixture
 def runner_main(capsys):
-    """`course-lib ARGS` in this process (conftest.run_main); the SIGTERM and SIGHUP handlers that
+    """`course-book ARGS` in this process (conftest.run_main); the SIGTERM and SIGHUP handlers that
     run-notebooks installs are put back afterwards."""
     import signal
 
     sigs = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
     saved = {s: signal.getsignal(s) for s in sigs}
-    yield lambda *args: run_main(capsys, *args)
+    yield lambda *args: run_main(capsys, *args, book=True)
     for s, handler in saved.items():
         signal.signal(s, handler)
 
@@ -92,7 +92,7 @@ Cell In[2], line 5, in f()
 
 
 def test_the_error_line_names_the_exception_and_the_cells_line():
-    from course_lib.runner import _error_line
+    from course_lib.book.runner import _error_line
 
     assert _error_line(CHAINED) == "RuntimeError: outer (In [2], line 6: f())"
     bare = "Cell In[7], line 3\n      2 x = 1\n----> 3 assert x == 2\n\nAssertionError: \n"
@@ -166,7 +166,7 @@ def test_a_signal_stops_the_runner_and_the_kernel(name, nbs, tmp_path):
 
     runner = subprocess.Popen(
         [
-            str(BIN / "course-lib"),
+            str(BIN / "course-book"),
             "run-notebooks",
             "--nbs",
             str(nbs),
@@ -188,7 +188,7 @@ def test_a_signal_stops_the_runner_and_the_kernel(name, nbs, tmp_path):
     pids = [int(p) for p in pid_file.read_text().split()]
     runner.send_signal(getattr(signal, name))
     _, err = runner.communicate(timeout=60)
-    assert runner.returncode == 130 and "course-lib: interrupted" in err, err[-1000:]
+    assert runner.returncode == 130 and "course-book: interrupted" in err, err[-1000:]
     assert not any(_alive(p) for p in pids), f"left running after {name}: {[p for p in pids if _alive(p)]}"
 
 
@@ -247,6 +247,6 @@ def test_record_writes_the_run_with_its_machine(nbs, tmp_path, runner_main):
     )
     assert code == 0, err
     rec = json.loads(record.read_text())
-    assert rec["command"] == "course-lib run-notebooks --smoke" and "cores" in rec["machine"]
+    assert rec["command"] == "course-book run-notebooks --smoke" and "cores" in rec["machine"]
     assert [n["notebook"] for n in rec["notebooks"]] == ["01_ok.ipynb"]
     assert rec["notebooks"][0]["results"] == {"smoke": True, "answer": 42}

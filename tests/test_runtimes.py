@@ -9,7 +9,7 @@ profile's 08 and 09); the deeper suite (--deep) runs both profiles and every cha
 
 import json
 import pytest
-from course_lib.runner import find_notebooks
+from course_lib.book.runner import find_notebooks
 from conftest import PER_PUSH, REPO, RUNTIMES
 
 

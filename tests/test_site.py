@@ -1,4 +1,4 @@
-"The course website: built from the course run by `course-lib site`, every page opened in headless Chromium."
+"The course website: built from the course run by `course-book site`, every page opened in headless Chromium."
 
 import importlib
 import json
@@ -7,8 +7,8 @@ import re
 import shutil
 from pathlib import Path
 import pytest
-from course_lib.runner import find_notebooks
-from conftest import FAKE_SECRETS, REPO, WANDB_DATA_DIR, run_cli
+from course_lib.book.runner import find_notebooks
+from conftest import FAKE_SECRETS, REPO, WANDB_DATA_DIR, run_book
 from site_check import check
 
 RUN = REPO / "_course_run"  # what the README's first command executed
@@ -19,7 +19,7 @@ def course_run():
     "The README's first command's course run; made here in smoke mode when that command has not run."
     chapters = find_notebooks(REPO / "nbs")
     if not all((RUN / p.name).exists() for p in chapters):
-        r = run_cli("run-notebooks", "--smoke", "--out", RUN, timeout=3600)
+        r = run_book("run-notebooks", "--smoke", "--out", RUN, timeout=3600)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return RUN
 
@@ -32,7 +32,7 @@ def site(course_run, tmp_path_factory):
     if (built / "index.html").exists() and (built / "index.html").stat().st_mtime > newest_run:
         return built
     out = tmp_path_factory.mktemp("site") / "_site"
-    r = run_cli("site", "--run", course_run, "--out", out, timeout=900)
+    r = run_book("site", "--run", course_run, "--out", out, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert sorted(p.name for p in out.parent.iterdir()) == ["_site"], "nothing is left beside the site"
     print(r.stdout)
@@ -108,7 +108,9 @@ def test_every_page_has_its_korean_twin_and_a_switch_both_ways(site):
         assert switch, f"{rel} has no switch to Korean"
         twin = (page.parent / switch[1]).resolve()
         assert twin.exists(), (rel, switch[1])
-        if not rel.startswith(("bench/", "CHANGELOG", "TROUBLESHOOTING", "CONTRIBUTING")):
+        if not (rel == "index.html" or rel.startswith("api/") or re.match(r"nbs/\d\d_", rel)):
+            assert twin == (site / "ko" / "index.html").resolve(), (rel, switch[1])  # English only
+        else:
             assert twin == (site / "ko" / rel).resolve(), (rel, switch[1])
             back = re.search(
                 r'<a class="btn language-switch" href="([^"]+)" hreflang="en">English</a>', twin.read_text()
@@ -119,6 +121,31 @@ def test_every_page_has_its_korean_twin_and_a_switch_both_ways(site):
     chapters = [p.stem for p in find_notebooks(REPO / "nbs") if not p.name.startswith("00_")]
     for stem in chapters:
         assert "<h1>" in (site / "ko" / "nbs" / f"{stem}.html").read_text(), stem
+
+
+def _sidebar(page) -> dict:
+    "caption -> the pages its part of the sidebar links to, read from a built page."
+    nav = re.search(r'<nav class="bd-docs-nav bd-links"(.*?)</nav>', page.read_text(), re.S)[1]
+    parts = re.split(r'<p aria-level="2" class="caption" role="heading"><span class="caption-text">', nav)
+    return {
+        part.split("</span>", 1)[0]: re.findall(r'class="reference internal" href="([^"#]+)"', part)
+        for part in parts[1:]
+    }
+
+
+def test_the_sidebar_puts_the_chapters_first_and_the_books_tooling_apart(site):
+    "English: chapters, the library, more pages, the book's tooling apart; Korean: its translated pages only."
+    chapters = [f"nbs/{p.stem}.html" for p in find_notebooks(REPO / "nbs")[1:]]
+    english = _sidebar(site / "index.html")
+    assert list(english) == ["Chapters", "The library", "More", "For contributors"], list(english)
+    assert english["Chapters"] == chapters
+    assert "api/index.html" in english["The library"] and "nbs/errors.html" in english["The library"]
+    book = {f"nbs/book/{m}.html" for m in ("cli", "runner", "docs_sync", "translations", "website")}
+    assert book <= set(english["For contributors"]), english["For contributors"]
+    assert not book & {p for part in list(english.values())[:3] for p in part}
+    korean = _sidebar(site / "ko" / "index.html")
+    assert korean == {"챕터": chapters, "라이브러리": ["api/index.html"]}, korean
+    assert not (site / "api" / "book.runner.html").exists(), "the reference covers the learner's library"
 
 
 def test_every_exported_name_has_a_reference_entry_linked_both_ways(site):
@@ -151,9 +178,10 @@ def test_hints_solutions_and_answers_are_folded_under_each_exercise_and_question
 
 
 def test_site_without_a_course_run_is_one_clear_error(tmp_path):
-    r = run_cli("site", "--run", tmp_path / "nothing", "--out", tmp_path / "site", timeout=120)
+    r = run_book("site", "--run", tmp_path / "nothing", "--out", tmp_path / "site", timeout=120)
     assert r.returncode == 1 and not (tmp_path / "site").exists()
-    assert r.stderr.startswith("course-lib: error: ") and "run `course-lib run-notebooks --smoke" in r.stderr
+    assert r.stderr.startswith("course-book: error: ")
+    assert "run `course-book run-notebooks --smoke" in r.stderr
 
 
 def test_keys_in_the_environment_stay_out_of_the_run_and_the_site(
@@ -162,7 +190,7 @@ def test_keys_in_the_environment_stay_out_of_the_run_and_the_site(
     """Chapter 09 run with W&B and Kaggle keys in the environment (the colab-gpu runtime profile runs it so,
     see conftest.runtime_runs), and the site built with them there: neither the executed notebooks, nor
     W&B's files, nor any page holds them."""
-    from course_lib.website import build_site
+    from course_lib.book.website import build_site
 
     _, summary, output = runtime_runs["colab-gpu"]
     rows = {r["notebook"]: r for r in summary.get("notebooks", [])}

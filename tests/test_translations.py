@@ -6,8 +6,8 @@ import re
 
 import pytest
 from conftest import REPO
-from course_lib.runner import run_notebook
-from course_lib.translations import (
+from course_lib.book.runner import run_notebook
+from course_lib.book.translations import (
     LANGUAGES,
     TRANSLATED_DIR,
     catalog_path,
@@ -19,7 +19,7 @@ from course_lib.translations import (
     translation_problems,
 )
 
-FIX = "run `course-lib sync-docs`, then translate what it marks (see CONTRIBUTING.md)"
+FIX = "run `course-book sync-docs`, then translate what it marks (see CONTRIBUTING.md)"
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
@@ -32,7 +32,7 @@ def test_every_entry_is_translated_and_none_is_fuzzy(lang):
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_catalogs_and_translated_notebooks_are_in_step_with_the_english(lang):
-    "Like the nbdev export check: an English change without `course-lib sync-docs` fails here."
+    "Like the nbdev export check: an English change without `course-book sync-docs` fails here."
     assert translate(REPO, lang, write=False) == [], FIX
 
 
@@ -130,7 +130,7 @@ def test_an_english_change_marks_its_entry_fuzzy_and_a_new_paragraph_untranslate
 def test_the_tooling_names_its_extra_when_a_package_is_missing(missing, package, monkeypatch):
     "sync-docs and site stop in one line naming the `book` extra, before writing anything."
     import importlib.util
-    from course_lib import website
+    from course_lib.book import website
     from course_lib.errors import CourseLibError
 
     real = importlib.util.find_spec

@@ -77,7 +77,7 @@ echo "$stamp" > "$venv/.runtime_stamp"
 only=${only_arg:-$(sed -n 's/^# run: *//p' "$profile")}
 echo "check-runtime $name: running the course in smoke mode${only:+ (only $only)}"
 set +e
-PJRT_DEVICE=CPU MPLBACKEND=Agg WANDB_MODE=offline "$venv/bin/course-lib" run-notebooks --smoke --out "$out/run" --timeout 1500 \
+PJRT_DEVICE=CPU MPLBACKEND=Agg WANDB_MODE=offline "$venv/bin/course-book" run-notebooks --smoke --out "$out/run" --timeout 1500 \
   ${only:+--only "$only"}
 set -e
 

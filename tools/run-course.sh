@@ -3,6 +3,6 @@
 # from what it executed. Executed copies and summary.md / summary.json land in _course_run/, the site in _site/.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup-venv.sh"
-course-lib run-notebooks --smoke --out _course_run "$@"
+course-book run-notebooks --smoke --out _course_run "$@"
 cat _course_run/summary.md
-course-lib site --run _course_run --out _site
+course-book site --run _course_run --out _site
