@@ -13,6 +13,8 @@ import torch
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from fastcore.basics import patch
+from torchmetrics.classification import BinaryAUROC
+from torchmetrics.utilities import dim_zero_cat
 from .checks import check_choice, check_settings
 from .errors import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
@@ -54,8 +56,7 @@ class MelanomaModule(pl.LightningModule):
         if compile:  # chapter 07: in place, the network only; its weights keep their names
             self.model.compile()  # chapter 03's architectures define their own forward, which Dynamo traces
         self.loss_fn = WeightedFocalLoss(alpha, gamma)
-        self._probs = []
-        self._targets = []
+        self.valid_auroc = BinaryAUROC()  # the fold's probabilities and targets, gathered over DDP processes
 
     def forward(self, x):
         x = normalize_batch(x)  # uint8 batches (chapter 02) become floats; floats pass through
@@ -88,20 +89,18 @@ def validation_step(self: MelanomaModule, batch, batch_idx):
     loss = self.loss_fn(logits, y)
     # sync_dist: with DDP, the epoch's loss is averaged over every process, not only this one's shard
     self.log("valid_loss", loss, on_step=False, on_epoch=True, batch_size=len(x), sync_dist=True)
-    self._probs.append(torch.sigmoid(logits).flatten())
-    self._targets.append(y.flatten())
+    self.valid_auroc.update(torch.sigmoid(logits).flatten(), y.flatten().long())
 
 
 @patch
 def on_validation_epoch_end(self: MelanomaModule):
-    "ROC AUC over the whole validation fold, gathered from every process (NaN when the fold holds one class)."
-    probs = self.all_gather(torch.cat(self._probs)).flatten().cpu()  # one process: unchanged
-    targets = self.all_gather(torch.cat(self._targets)).flatten().cpu().long()
-    self._probs = []
-    self._targets = []
-    auc = roc_auc(probs, targets)
+    "ROC AUC over the whole validation fold, from every process (NaN when the fold holds one class)."
+    metric = self.valid_auroc
+    with metric.sync_context():  # DDP: every process's predictions and targets; one process: its own
+        probs, targets = dim_zero_cat(metric.preds).cpu(), dim_zero_cat(metric.target).cpu()
+    metric.reset()
     # every process computed the same value from the same predictions
-    self.log("valid_auc", auc, prog_bar=True)
+    self.log("valid_auc", roc_auc(probs, targets), prog_bar=True)
 
 # %% ../nbs/04_lightning.ipynb #c012
 class MelanomaDataModule(pl.LightningDataModule):
