@@ -113,3 +113,11 @@ def test_importing_the_command_line_loads_none_of_the_tooling():
     loaded = set(r.stdout.split())
     assert "course_lib.cli" in loaded and not {m for m in loaded if _is_book(m)}, sorted(loaded)
     assert not {"papermill", "sphinx", "babel", "markdown_it"} & loaded
+
+
+def test_no_module_holds_more_than_a_sixth_of_the_library():
+    "One job per module: no file over 15% of the package's lines (nbdev's index aside)."
+    sizes = {p: len(p.read_text().splitlines()) for p in PKG.rglob("*.py") if p.name != "_modidx.py"}
+    total = sum(sizes.values())
+    big = {str(p.relative_to(REPO)): f"{n / total:.0%}" for p, n in sizes.items() if n > 0.15 * total}
+    assert total > 5000 and not big, big

@@ -184,7 +184,7 @@ def _module_of(
     for c in json.loads(Path(nb_path).read_text())["cells"]:
         m = re.match(r"#\|\s*default_exp\s+(\S+)", "".join(c["source"]))
         if m:
-            return m[1]
+            return m[1].removesuffix(".__init__")  # a package's own module: course_lib.exercises
     return None
 
 
