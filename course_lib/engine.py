@@ -10,7 +10,7 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
@@ -26,7 +26,7 @@ __all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'SMALL_ARCHS', 'ARCHS', 'PRECIS
            'WeightedFocalLoss', 'seed_everything', 'autocast', 'cpu_has_bf16', 'recommended_precision',
            'resolve_precision', 'check_finite_loss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc',
            'evaluate', 'save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'epoch_row', 'history_dict',
-           'fit']
+           'FitState', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
@@ -404,39 +404,56 @@ def history_dict(
     return dict(engine=engine, epochs=rows, best_valid_auc=max(aucs) if aucs else float("nan"), **extra)
 
 # %% ../nbs/03_pytorch_loop.ipynb #c024
-def _save_epoch(run, cfg, improved, state, ev, config):
-    """Write last.pt (everything resuming needs) every epoch, and best.pt when AUC improved; returns
-    last.pt's path."""
+@dataclass
+class FitState:
+    "Where a run of `fit` stands after an epoch: the loop's part of every checkpoint, and all resuming needs."
+
+    epoch: int = -1  # the last finished epoch; -1 before the first
+    history: list = field(default_factory=list)  # one epoch_row per finished epoch
+    best: float = -1.0  # the best validation AUC so far
+    since_best: int = 0  # epochs since the best one
+
+    def record(
+        self,
+        row: dict,  # the finished epoch's epoch_row
+    ) -> bool:
+        "Add an epoch's row; whether its AUC is a new best."
+        improved = row["valid_auc"] > self.best
+        self.history.append(row)
+        self.epoch, self.best = row["epoch"], max(self.best, row["valid_auc"])
+        self.since_best = 0 if improved else self.since_best + 1
+        return improved
+
+
+def _save_epoch(run, cfg, improved, state: FitState, ev, config):
+    """Write last.pt (the weights, optimizer and scaler, and the FitState) every epoch, and best.pt when AUC
+    improved; returns last.pt's path."""
     if not cfg.checkpoint_dir:
         return None
     ckpt = dict(
         model=run.base.state_dict(),  # the module's own names, compiled or not (chapter 07)
         optimizer=run.optimizer.state_dict(),
         scaler=run.scaler.state_dict(),
-        epoch=state["epoch"],
         valid_auc=ev["valid_auc"],
-        history=state["history"],
-        best=state["best"],
-        since_best=state["since_best"],
         config=config or {},
+        **asdict(state),
     )
     if improved:
         save_checkpoint(Path(cfg.checkpoint_dir) / "best.pt", **ckpt)
     return save_checkpoint(Path(cfg.checkpoint_dir) / "last.pt", **ckpt)
 
 
-def _restore(path: Path, run, state: dict) -> dict:
-    """Load last.pt into the run's model, optimizer and scaler; returns the saved loop state (or `state`
-    when there is no last.pt)."""
+def _restore(path: Path, run) -> FitState:
+    "Load last.pt into the run's model, optimizer and scaler; its FitState (a new one without last.pt)."
     if not path.exists():
         print(f"no checkpoint at {path}: starting from epoch 0")
-        return state
+        return FitState()
     ckpt = load_checkpoint(path)
     run.base.load_state_dict(uncompiled_state_dict(ckpt["model"]))
     run.optimizer.load_state_dict(ckpt["optimizer"])
     run.scaler.load_state_dict(ckpt["scaler"])
     print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
-    return {k: ckpt[k] for k in ("history", "best", "since_best", "epoch")}
+    return FitState(**{f.name: ckpt[f.name] for f in fields(FitState)})
 
 
 def _setup(model, cfg, loss_fn, device):
@@ -492,27 +509,19 @@ def fit(
     from tqdm.auto import tqdm
 
     run, cfg = _setup(model, cfg or TrainConfig(), loss_fn, device)
-    state = dict(history=[], best=-1.0, since_best=0, epoch=-1)
-    if cfg.resume:
-        state = _restore(Path(cfg.checkpoint_dir) / "last.pt", run, state)
-    rows, ev = state["history"], None
-    bar = tqdm(range(state["epoch"] + 1, cfg.epochs), desc="epochs", disable=not cfg.progress)
+    state = _restore(Path(cfg.checkpoint_dir) / "last.pt", run) if cfg.resume else FitState()
+    ev = None
+    bar = tqdm(range(state.epoch + 1, cfg.epochs), desc="epochs", disable=not cfg.progress)
     for epoch in bar:
-        if state["since_best"] >= cfg.patience:
+        if state.since_best >= cfg.patience:
             break  # a resumed run that had already stopped early
         row, ev = _epoch(run, (train_loader, valid_loader), cfg, epoch, on_step)
-        rows.append(row)
+        improved = state.record(row)
         bar.set_postfix(train_loss=f"{row['train_loss']:.4f}", valid_auc=f"{row['valid_auc']:.3f}")
-        improved = row["valid_auc"] > state["best"]
-        state.update(
-            best=max(state["best"], row["valid_auc"]),
-            since_best=0 if improved else state["since_best"] + 1,
-            epoch=epoch,
-        )
         last = _save_epoch(run, cfg, improved, state, ev, config)
         if on_epoch_end:
             on_epoch_end(row, last, step=(epoch + 1) * len(train_loader))
-        if state["since_best"] >= cfg.patience:
+        if state.since_best >= cfg.patience:
             print(f"early stop: no AUC gain for {cfg.patience} epochs")
             break
-    return history_dict("pytorch", rows, last_eval=ev)
+    return history_dict("pytorch", state.history, last_eval=ev)

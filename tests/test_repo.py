@@ -166,29 +166,6 @@ def test_every_exported_parameter_is_documented():
     assert not undocumented, undocumented
 
 
-def test_functions_are_small_and_take_few_parameters():
-    """No library function is longer than 50 lines, and none the library exports takes more than 10
-    parameters: settings travel together, as chapter 03's TrainConfig."""
-    import ast
-    import importlib
-
-    too_long, too_many = [], []
-    for name_, path in _library_modules():
-        tree = ast.parse(path.read_text())
-        exported = getattr(importlib.import_module(name_), "__all__", [])
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.FunctionDef):
-                continue
-            if node.end_lineno - node.lineno + 1 > 50:
-                too_long.append(f"{name_}.{node.name}")
-            a = node.args
-            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
-            params = [p for p in params if p.arg not in ("self", "cls")]
-            if node.name in exported and len(params) > 10:
-                too_many.append(f"{name_}.{node.name}: {len(params)}")
-    assert not too_long and not too_many, (too_long, too_many)
-
-
 def test_the_recorded_course_run_in_the_index_covers_every_notebook():
     from course_lib.book.docs_sync import RESULTS_FILE
     from course_lib.book.runner import find_notebooks
