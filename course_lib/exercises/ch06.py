@@ -48,7 +48,14 @@ def _run(train_accumulated, micro_batches: list, k: int, stale: bool = False):
         for p in model.parameters():
             p.grad = torch.full_like(p, 5.0)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    taken = []
+    opt.register_step_post_hook(lambda *_: taken.append(1))
     steps = answer_of(train_accumulated, model, nn.MSELoss(), opt, micro_batches, k)
+    expect(
+        int(steps) == len(taken),
+        f"train_accumulated returned {steps} but stepped the optimizer {len(taken)} time(s):"
+        " return the number of steps it took",
+    )
     return steps, model
 
 
@@ -135,7 +142,18 @@ def _check_6_2(smallest_micro_batch):
     )
     gaps = {m: _gap(_bn_net(True), loss_fn, x, y, m) for m in sizes}
     for tolerance in (0.2, 0.5):
-        got = int(answer_of(smallest_micro_batch, _bn_net(True), loss_fn, x, y, tolerance))
+        net, seen = _bn_net(True), []
+        hook = net.register_forward_pre_hook(lambda module, args: seen.append(len(args[0])))
+        try:
+            got = int(answer_of(smallest_micro_batch, net, loss_fn, x, y, tolerance))
+        finally:
+            hook.remove()
+        odd = sorted({m for m in seen if len(x) % m})
+        expect(
+            not odd,
+            f"the model saw a micro-batch of {odd[0] if odd else 0} images:"
+            f" try only the sizes that divide the batch of {len(x)}",
+        )
         want = min(m for m in sizes if gaps[m] <= tolerance)
         expect(got in sizes, f"{got} does not divide the batch of {len(x)} images")
         expect(
@@ -169,8 +187,15 @@ def _check_6_3(optimizer_steps):
         (5, 8, 2),
         (1000, 1, 3),
     ]
-    for n, b, k in cases:
-        got = answer_of(optimizer_steps, n, b, k)
+    answers = [(n, b, k, answer_of(optimizer_steps, n, b, k)) for n, b, k in cases]
+    if all(got == math.ceil((n // b) / k) for n, b, k, got in answers):
+        n, b, k, got = next(a for a in answers if a[3] != truth(*a[:3]))
+        expect(
+            False,
+            f"optimizer_steps({n}, {b}, {k}) = {got}: the loader keeps a last, shorter batch;"
+            " it drops only a batch of one image",
+        )
+    for n, b, k, got in answers:
         want = truth(n, b, k)
         if got == n // (b * k) and got < want:
             expect(

@@ -37,6 +37,10 @@ def _check_8_1(shard):
         f"10 items on 3 replicas gave shards of {sizes} items: every replica must run the same number "
         "of steps, so every shard needs the same size",
     )
+    expect(
+        list(shard(items, 3, 0)) != got,
+        "ranks 0 and 1 of 3 got the same items: each replica's shard starts at its own rank",
+    )
     dealt = {item for r in range(3) for item in shard(items, 3, r)}
     expect(
         len(dealt) == len(items),

@@ -132,7 +132,10 @@ def _check_9_3(group_scores):
     def mean(xs):
         return sum(xs) / len(xs)
 
-    for group, runs_of in (("cv-b0", folds), ("lr-sweep", other)):
+    groups = (("cv-b0", folds), ("lr-sweep", other))
+    if all(close(got[g], max(mean(e) for e in zip(*r.values())), 1e-9) for g, r in groups):
+        raise Wrong("that is the best epoch of the runs' mean curve: average the runs' own best epochs")
+    for group, runs_of in groups:
         score = got[group]
         if close(score, mean([a[-1] for a in runs_of.values()]), 1e-9):
             raise Wrong(f"{group}: that is the mean of each run's last epoch: take each run's best epoch")

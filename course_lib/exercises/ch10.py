@@ -30,10 +30,15 @@ def _check_10_1(flip_tta):
 
     model = _model_10()
     x = torch.randn(5, 3, 8, 8, generator=torch.Generator().manual_seed(1))
-    got = answer_of(flip_tta, model, x)
+    graphs = []  # per forward pass: whether autograd recorded it
+    hook = model.register_forward_hook(lambda module, args, out: graphs.append(out.requires_grad))
+    try:
+        got = answer_of(flip_tta, model, x)
+    finally:
+        hook.remove()
     expect(isinstance(got, torch.Tensor), f"flip_tta returned a {type(got).__name__}: return a tensor")
     expect(
-        not got.requires_grad,
+        not got.requires_grad and not any(graphs),
         "the probabilities carry a graph for gradients: predict under torch.inference_mode()",
     )
     expect(tuple(got.shape) == (5,), f"the shape is {tuple(got.shape)}: one probability per image, (batch,)")
@@ -196,8 +201,13 @@ def _check_10_4(save_submission):
         answer_of(save_submission, shuffled, test.copy(), out)
         _expect_submission_10_4(out, names, test, want)
         missing = shuffled[shuffled.image_name != names[2]]
+        refused = Path(tmp) / "missing.csv"
         try:
-            save_submission(missing, test.copy(), Path(tmp) / "missing.csv")
+            save_submission(missing, test.copy(), refused)
         except ValueError:
+            expect(
+                not refused.exists(),
+                "a file was written before the ValueError: refuse a missing prediction before writing",
+            )
             return
         raise Wrong(f"a test image without a prediction ({names[2]}) was not refused: raise ValueError")

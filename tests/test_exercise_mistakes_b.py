@@ -1,0 +1,1611 @@
+"""Chapters 06-10's exercise checks against the mistakes learners make: each wrong answer gets a ✗ line that
+names its mistake, and right answers written unlike the worked solutions pass."""
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from course_lib.exercises import verdict
+from torch.utils.data import DistributedSampler
+
+WRONG, RIGHT = [], []
+
+
+def wrong(number: str, name: str, message: str):
+    "Register the decorated answer as a typical mistake in exercise `number`, with what its check must say."
+
+    def register(answer):
+        WRONG.append(pytest.param(number, answer, message, id=f"{number}-{name}"))
+        return answer
+
+    return register
+
+
+def right(number: str, name: str):
+    "Register the decorated answer as a right answer to exercise `number`, unlike the worked solution."
+
+    def register(answer):
+        RIGHT.append(pytest.param(number, answer, id=f"{number}-{name}"))
+        return answer
+
+    return register
+
+
+# --- 6.1: an accumulation loop that matches the large batch ----------------------------------------------
+
+
+@wrong(
+    "6.1", "loss-not-divided-by-k", "the step moved the weights K times as far as one step on the large batch"
+)
+def acc_not_divided(model, loss_fn, optimizer, micro_batches, k):
+    optimizer.zero_grad()
+    steps = 0
+    for i, (x, y) in enumerate(micro_batches):
+        loss_fn(model(x), y).backward()
+        if (i + 1) % k == 0 or i + 1 == len(micro_batches):
+            optimizer.step()
+            optimizer.zero_grad()
+            steps += 1
+    return steps
+
+
+@wrong("6.1", "post-loop", "the step moved the weights K times as far as one step on the large batch")
+def acc_post_loop(model, loss_fn, optimizer, micro_batches, k):
+    optimizer.zero_grad()
+    steps = 0
+    for b_idx, (x, y) in enumerate(micro_batches):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if (b_idx + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            steps += 1
+    return steps
+
+
+@wrong(
+    "6.1",
+    "no-step-after-last",
+    "5 micro-batches with K=2 took 2 optimizer steps: the last micro-batch was never applied",
+)
+def acc_no_last_step(model, loss_fn, optimizer, micro_batches, k):
+    optimizer.zero_grad()
+    steps = 0
+    for i, (x, y) in enumerate(micro_batches):
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            steps += 1
+    return steps
+
+
+@wrong(
+    "6.1", "stale-grad-not-cleared", "a gradient that was in .grad before the call went into the first step"
+)
+def acc_stale_grad(model, loss_fn, optimizer, micro_batches, k):
+    steps = 0
+    for i, (x, y) in enumerate(micro_batches):
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k == 0 or i + 1 == len(micro_batches):
+            optimizer.step()
+            optimizer.zero_grad()
+            steps += 1
+    return steps
+
+
+@wrong("6.1", "steps-at-i-mod-k", "3 micro-batches with K=3 took 2 optimizer steps, not 1")
+def acc_step_off_by_one(model, loss_fn, optimizer, micro_batches, k):
+    optimizer.zero_grad()
+    steps = 0
+    for i, (x, y) in enumerate(micro_batches):
+        (loss_fn(model(x), y) / k).backward()
+        if i % k == 0 or i + 1 == len(micro_batches):
+            optimizer.step()
+            optimizer.zero_grad()
+            steps += 1
+    return steps
+
+
+@wrong("6.1", "never-cleared-after-step", "6 micro-batches with K=2 do not give 3 large-batch steps")
+def acc_never_cleared(model, loss_fn, optimizer, micro_batches, k):
+    optimizer.zero_grad()
+    steps = 0
+    for i, (x, y) in enumerate(micro_batches):
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k == 0 or i + 1 == len(micro_batches):
+            optimizer.step()
+            steps += 1
+    return steps
+
+
+@wrong("6.1", "cleared-every-micro-batch", "3 micro-batches with K=3 do not give one step on the large batch")
+def acc_cleared_every_batch(model, loss_fn, optimizer, micro_batches, k):
+    steps = 0
+    for i, (x, y) in enumerate(micro_batches):
+        optimizer.zero_grad()
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k == 0 or i + 1 == len(micro_batches):
+            optimizer.step()
+            steps += 1
+    return steps
+
+
+@wrong("6.1", "cleared-before-group-not-after", "a gradient was left in .grad after the last micro-batch")
+def acc_cleared_before_group(model, loss_fn, optimizer, micro_batches, k):
+    steps = 0
+    for i, (x, y) in enumerate(micro_batches):
+        if i % k == 0:
+            optimizer.zero_grad()
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k == 0 or i + 1 == len(micro_batches):
+            optimizer.step()
+            steps += 1
+    return steps
+
+
+@right("6.1", "groups-divided-by-their-size")
+def acc_by_groups(model, loss_fn, optimizer, micro_batches, k):
+    "Walks the list group by group, dividing by each group's own size."
+    model.zero_grad(set_to_none=True)
+    groups = [micro_batches[i : i + k] for i in range(0, len(micro_batches), k)]
+    for group in groups:
+        for x, y in group:
+            (loss_fn(model(x), y) / len(group)).backward()
+        optimizer.step()
+        model.zero_grad(set_to_none=True)
+    return len(groups)
+
+
+@right("6.1", "autograd-grad-summed-by-hand")
+def acc_manual_sum(model, loss_fn, optimizer, micro_batches, k):
+    "Sums the micro-batches' gradients by hand with autograd.grad, then sets .grad and steps."
+    params = list(model.parameters())
+    steps, total = 0, None
+    for i, (x, y) in enumerate(micro_batches):
+        grads = torch.autograd.grad(loss_fn(model(x), y) / k, params)
+        total = grads if total is None else [a + b for a, b in zip(total, grads)]
+        if (i + 1) % k == 0 or i + 1 == len(micro_batches):
+            for p, g in zip(params, total):
+                p.grad = g
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            steps, total = steps + 1, None
+    return steps
+
+
+# --- 6.2: the smallest micro-batch BatchNorm tolerates ---------------------------------------------------
+
+
+def _accumulated(model, loss_fn, x, y, size, divide=True, clear=True):
+    if clear:
+        model.zero_grad()
+    k = len(x) // size
+    for xs, ys in zip(x.split(size), y.split(size)):
+        loss = loss_fn(model(xs), ys)
+        (loss / k if divide else loss).backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
+def _distance(a, b):
+    return ((a - b).norm() / b.norm()).item()
+
+
+@wrong(
+    "6.2",
+    "loss-not-divided-by-k",
+    "without BatchNorm every micro-batch size gives the whole batch's gradient, yet the answer was 12",
+)
+def smallest_not_divided(model, loss_fn, x, y, tolerance):
+    whole = _accumulated(model, loss_fn, x, y, len(x), divide=False)
+    for m in range(1, len(x) + 1):
+        if len(x) % m == 0:
+            if _distance(_accumulated(model, loss_fn, x, y, m, divide=False), whole) <= tolerance:
+                return m
+
+
+@wrong(
+    "6.2",
+    "largest-size-within",
+    "without BatchNorm every micro-batch size gives the whole batch's gradient, yet the answer was 12",
+)
+def smallest_largest_first(model, loss_fn, x, y, tolerance):
+    whole = _accumulated(model, loss_fn, x, y, len(x))
+    within = [m for m in range(1, len(x) + 1) if len(x) % m == 0]
+    within = [m for m in within if _distance(_accumulated(model, loss_fn, x, y, m), whole) <= tolerance]
+    return max(within)
+
+
+@wrong(
+    "6.2",
+    "batchnorm-in-eval-mode",
+    "with BatchNorm, micro-batches of 1 give a gradient 0.73 away from the whole batch's, more than the "
+    "tolerance 0.2",
+)
+def smallest_eval_mode(model, loss_fn, x, y, tolerance):
+    model.eval()
+    whole = _accumulated(model, loss_fn, x, y, len(x))
+    for m in range(1, len(x) + 1):
+        if len(x) % m == 0 and _distance(_accumulated(model, loss_fn, x, y, m), whole) <= tolerance:
+            return m
+
+
+@wrong(
+    "6.2",
+    "gradients-never-cleared",
+    "without BatchNorm every micro-batch size gives the whole batch's gradient, yet the answer was 12",
+)
+def smallest_no_zero_grad(model, loss_fn, x, y, tolerance):
+    whole = _accumulated(model, loss_fn, x, y, len(x)).clone()
+    for m in range(1, len(x) + 1):
+        if len(x) % m == 0:
+            if _distance(_accumulated(model, loss_fn, x, y, m, clear=False), whole) <= tolerance:
+                return m
+    return len(x)  # the whole batch is always within any tolerance
+
+
+@right("6.2", "autograd-grad-and-torch-dist")
+def smallest_by_autograd(model, loss_fn, x, y, tolerance):
+    "Gradients from autograd.grad, sizes from the divisors, smallest first."
+    params = list(model.parameters())
+
+    def gradient(size):
+        k = len(x) // size
+        pairs = zip(x.split(size), y.split(size))
+        parts = [torch.autograd.grad(loss_fn(model(xs), ys) / k, params) for xs, ys in pairs]
+        return torch.cat([sum(gs).flatten() for gs in zip(*parts)])
+
+    whole = gradient(len(x))
+    divisors = sorted(m for m in range(1, len(x) + 1) if len(x) % m == 0)
+    return next(m for m in divisors if torch.dist(gradient(m), whole) <= tolerance * whole.norm())
+
+
+# --- 6.3: optimizer steps per epoch ----------------------------------------------------------------------
+
+
+@wrong(
+    "6.3",
+    "last-group-no-step",
+    "optimizer_steps(96, 16, 4) = 1: the last, shorter group of micro-batches gets a step too",
+)
+def steps_floor(n_images, batch_size, accumulate):
+    return n_images // (batch_size * accumulate)
+
+
+@wrong(
+    "6.3",
+    "single-image-batch-kept",
+    "optimizer_steps(97, 8, 4) = 4: the loader drops a last batch of one image",
+)
+def steps_no_drop(n_images, batch_size, accumulate):
+    return math.ceil(math.ceil(n_images / batch_size) / accumulate)
+
+
+@wrong("6.3", "accumulate-ignored", "optimizer_steps(96, 16, 4) = 6 is not the number of optimizer steps")
+def steps_accumulate_ignored(n_images, batch_size, accumulate):
+    return math.ceil(n_images / batch_size) - (n_images % batch_size == 1)
+
+
+@wrong("6.3", "floor-plus-one", "optimizer_steps(10, 4, 1) = 4 is not the number of optimizer steps")
+def steps_plus_one(n_images, batch_size, accumulate):
+    batches = math.ceil(n_images / batch_size) - (n_images % batch_size == 1)
+    return batches // accumulate + 1
+
+
+@right("6.3", "integer-ceilings")
+def steps_integer_ceil(n_images, batch_size, accumulate):
+    "Integer ceilings, the single-image batch dropped from the batch count."
+    batches = -(-n_images // batch_size)
+    if n_images % batch_size == 1:
+        batches -= 1
+    return -(-batches // accumulate)
+
+
+@right("6.3", "counted-batch-by-batch")
+def steps_counted(n_images, batch_size, accumulate):
+    "Walks through the epoch batch by batch."
+    sizes = [min(batch_size, n_images - start) for start in range(0, n_images, batch_size)]
+    if n_images % batch_size == 1:
+        sizes.pop()
+    return sum(1 for i in range(len(sizes)) if (i + 1) % accumulate == 0 or i == len(sizes) - 1)
+
+
+# --- 7.1: when compiling pays back -----------------------------------------------------------------------
+
+
+@wrong(
+    "7.1",
+    "chapter-formula",
+    "break_even_calls(30.0, 0.05, 0.03) = 1500, one call too many: the first compiled call also does one "
+    "call's work",
+)
+def calls_chapter_formula(first_call_s, eager_s, compiled_s):
+    if compiled_s >= eager_s:
+        return math.inf
+    return math.ceil(first_call_s / (eager_s - compiled_s))
+
+
+@wrong(
+    "7.1",
+    "rounded-down",
+    "after break_even_calls(30.0, 0.05, 0.03) = 1498 calls the compiled run is still behind",
+)
+def calls_floor(first_call_s, eager_s, compiled_s):
+    if compiled_s >= eager_s:
+        return math.inf
+    return math.floor((first_call_s - compiled_s) / (eager_s - compiled_s))
+
+
+@wrong(
+    "7.1",
+    "not-rounded",
+    "break_even_calls(30.0, 0.05, 0.03) = 1498.4999999999995: a number of calls is a whole number",
+)
+def calls_not_rounded(first_call_s, eager_s, compiled_s):
+    if compiled_s >= eager_s:
+        return math.inf
+    return (first_call_s - compiled_s) / (eager_s - compiled_s)
+
+
+@wrong(
+    "7.1",
+    "no-inf-for-a-slower-compiled-call",
+    "break_even_calls(5.0, 0.02, 0.03) gave -497: a compiled call that is not faster never pays back: "
+    "return math.inf",
+)
+def calls_never_inf(first_call_s, eager_s, compiled_s):
+    return math.ceil((first_call_s - compiled_s) / (eager_s - compiled_s))
+
+
+@wrong(
+    "7.1",
+    "equal-times-divide-by-zero",
+    "break_even_calls(5.0, 0.02, 0.02) gave ZeroDivisionError: a compiled call that is not faster never "
+    "pays back: return math.inf",
+)
+def calls_equal_times_divide_by_zero(first_call_s, eager_s, compiled_s):
+    if compiled_s > eager_s:
+        return math.inf
+    return math.ceil((first_call_s - compiled_s) / (eager_s - compiled_s))
+
+
+@right("7.1", "totals-added-call-by-call")
+def calls_counted(first_call_s, eager_s, compiled_s):
+    "Adds up both totals call by call until the compiled one has caught up."
+    if eager_s <= compiled_s:
+        return math.inf
+    n, compiled_total, eager_total = 1, first_call_s, eager_s
+    while compiled_total > eager_total:
+        n, compiled_total, eager_total = n + 1, compiled_total + compiled_s, eager_total + eager_s
+    return n
+
+
+# --- 7.2: a backend that counts operations ---------------------------------------------------------------
+
+
+def _compiled_counts(fn, x, count):
+    counts = []
+
+    def backend(gm, example_inputs):
+        counts.append(count(gm))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend)(x)
+    return counts
+
+
+@wrong(
+    "7.2",
+    "inputs-and-output-counted",
+    "the count includes the graph's inputs and its output: count the operations only",
+)
+def counts_all_nodes(fn, x):
+    return _compiled_counts(fn, x, lambda gm: len(gm.graph.nodes))
+
+
+def _operations(gm):
+    return sum(n.op not in ("placeholder", "output") for n in gm.graph.nodes)
+
+
+@wrong("7.2", "one-total", "a function with a graph break gave one total: give one count per graph")
+def counts_total(fn, x):
+    return [sum(_compiled_counts(fn, x, _operations))]
+
+
+@wrong(
+    "7.2",
+    "call-function-only",
+    "op_counts gave [2, 1] for a function with one graph break: not the operations in each graph",
+)
+def counts_call_function_only(fn, x):
+    return _compiled_counts(fn, x, lambda gm: sum(n.op == "call_function" for n in gm.graph.nodes))
+
+
+@wrong("7.2", "int-not-list", "op_counts returned a int: return a list, one count per graph")
+def counts_int(fn, x):
+    return sum(_compiled_counts(fn, x, _operations))
+
+
+_SEEN_GRAPHS = []
+
+
+def _remembering_backend(gm, example_inputs):
+    _SEEN_GRAPHS.append(_operations(gm))
+    return gm.forward
+
+
+@wrong(
+    "7.2",
+    "list-outside-the-call",
+    "op_counts also returned the graphs of its previous call: each call should count only its own",
+)
+def counts_module_list(fn, x):
+    torch._dynamo.reset()
+    torch.compile(fn, backend=_remembering_backend)(x)
+    return _SEEN_GRAPHS
+
+
+class _Counter:
+    "A backend object: the graphs it received, each as its number of operations."
+
+    def __init__(self):
+        self.counts = []
+
+    def __call__(self, gm, example_inputs):
+        inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        outputs = [n for n in gm.graph.nodes if n.op == "output"]
+        self.counts.append(len(gm.graph.nodes) - len(inputs) - len(outputs))
+        return gm
+
+
+@right("7.2", "backend-object")
+def counts_with_object(fn, x):
+    "A callable object as the backend, the graph module itself returned to run."
+    counter = _Counter()
+    torch._dynamo.reset()
+    torch.compile(fn, backend=counter, fullgraph=False)(x)
+    return counter.counts
+
+
+# --- 7.3: a branch that stays in the graph ---------------------------------------------------------------
+
+
+@wrong(
+    "7.3",
+    "python-if",
+    "Dynamo breaks the graph at a Python if on a tensor's value: decide with a tensor operation instead",
+)
+def shrink_python_if(x):
+    if x.abs().max() > 1:
+        return x / x.abs().max()
+    return x
+
+
+@wrong(
+    "7.3",
+    "item-in-compiled-function",
+    "Dynamo breaks the graph at .item(), which takes a number out of the graph: decide with a tensor "
+    "operation instead",
+)
+def shrink_item(x):
+    largest = x.abs().max().item()
+    return x / largest if largest > 1 else x
+
+
+@wrong(
+    "7.3",
+    "max-not-abs",
+    "a tensor whose largest absolute value is 5 (a -5) was not scaled: compare absolute values",
+)
+def shrink_max_not_abs(x):
+    largest = x.max()
+    return torch.where(largest > 1, x / largest, x)
+
+
+@wrong(
+    "7.3",
+    "elementwise-condition",
+    "for values up to 4, the result is not the input divided by its largest absolute value",
+)
+def shrink_elementwise(x):
+    return torch.where(x.abs() > 1, x / x.abs().max(), x)
+
+
+@wrong("7.3", "always-divides", "a tensor within [-1, 1] should come back unchanged")
+def shrink_always(x):
+    return x / x.abs().max()
+
+
+@wrong(
+    "7.3", "clamped", "for values up to 4, the result is not the input divided by its largest absolute value"
+)
+def shrink_clamped(x):
+    return x.clamp(-1, 1)
+
+
+@right("7.3", "divide-by-clamped-max")
+def shrink_divide_by_at_least_one(x):
+    "Divides by the largest absolute value, or by 1 when that is smaller."
+    return x / x.abs().amax().clamp(min=1)
+
+
+@right("7.3", "maximum-with-one")
+def shrink_maximum(x):
+    "Divides by torch.maximum of the largest absolute value and a tensor of one: no condition at all."
+    return x / torch.maximum(torch.linalg.vector_norm(x, ord=math.inf), torch.ones((), dtype=x.dtype))
+
+
+# --- 7.4: checkpoint names without the prefix ------------------------------------------------------------
+
+
+@wrong(
+    "7.4",
+    "removeprefix",
+    "a model whose first layer alone was compiled kept '0._orig_mod.weight': the prefix is not always at "
+    "the start",
+)
+def strip_removeprefix(state_dict):
+    return {k.removeprefix("_orig_mod."): v for k, v in state_dict.items()}
+
+
+@wrong(
+    "7.4", "slices-every-name", "an eager checkpoint (no prefix) should come back with its names unchanged"
+)
+def strip_slice(state_dict):
+    return {k[len("_orig_mod.") :]: v for k, v in state_dict.items()}
+
+
+@wrong("7.4", "dot-left-behind", "the names ['.0.bias', '.0.weight']... are not the uncompiled model's")
+def strip_no_dot(state_dict):
+    return {k.replace("_orig_mod", ""): v for k, v in state_dict.items()}
+
+
+@wrong("7.4", "dict-without-items", "your code raised ValueError: too many values to unpack (expected 2)")
+def strip_without_items(state_dict):
+    return {k.replace("_orig_mod.", ""): v for k, v in state_dict}
+
+
+@wrong("7.4", "names-only", "strip_compile_prefix returned a list: return a dict")
+def strip_keys_only(state_dict):
+    return [k.replace("_orig_mod.", "") for k in state_dict]
+
+
+@right("7.4", "dotted-parts")
+def strip_by_parts(state_dict):
+    "Drops the `_orig_mod` part of each dotted name."
+    return {".".join(p for p in k.split(".") if p != "_orig_mod"): v for k, v in state_dict.items()}
+
+
+@right("7.4", "regex")
+def strip_regex(state_dict):
+    "A regular expression for the segment, at the start or after a dot."
+    return {re.sub(r"(^|\.)_orig_mod\.", r"\1", k): v for k, v in state_dict.items()}
+
+
+# --- 8.1: shard a list like DistributedSampler -----------------------------------------------------------
+
+
+@wrong(
+    "8.1",
+    "no-padding",
+    "10 items on 3 replicas gave shards of [4, 3, 3] items: every replica must run the same number of "
+    "steps, so every shard needs the same size",
+)
+def shard_no_padding(items, world, rank):
+    return items[rank::world]
+
+
+@wrong(
+    "8.1",
+    "contiguous-blocks",
+    "rank 1 of 3 got a block of neighbouring items: the sampler deals the items out one at a time",
+)
+def shard_blocks(items, world, rank):
+    size = math.ceil(len(items) / world)
+    padded = (items * math.ceil(size * world / len(items)))[: size * world]
+    return padded[rank * size : (rank + 1) * size]
+
+
+@wrong("8.1", "drops-the-rest", "1 of the 10 items went to no replica: the sampler pads, it does not drop")
+def shard_dropped(items, world, rank):
+    return items[: len(items) // world * world][rank::world]
+
+
+@wrong(
+    "8.1",
+    "pads-once",
+    "3 items on 8 replicas: rank 6 got []; the padding repeats the list as often as needed",
+)
+def shard_pads_once(items, world, rank):
+    total = math.ceil(len(items) / world) * world
+    padded = items + items[: total - len(items)]
+    return padded[rank::world]
+
+
+@wrong(
+    "8.1",
+    "pads-from-the-end",
+    "rank 1 of 3 got ['image_1', 'image_4', 'image_7', 'image_8'] from 10 items: not what "
+    "DistributedSampler(shuffle=False) hands it",
+)
+def shard_pads_from_end(items, world, rank):
+    total = math.ceil(len(items) / world) * world
+    padded = items + items[len(items) - (total - len(items)) :]
+    return padded[rank::world]
+
+
+@wrong("8.1", "positions-not-items", "shard returned positions: return the items themselves")
+def shard_positions(items, world, rank):
+    total = math.ceil(len(items) / world) * world
+    return [i % len(items) for i in range(rank, total, world)]
+
+
+@right("8.1", "modulo-positions")
+def shard_modulo(items, world, rank):
+    "Walks the padded positions of this replica, wrapping around the list."
+    per_replica = -(-len(items) // world)
+    return [items[(rank + j * world) % len(items)] for j in range(per_replica)]
+
+
+@right("8.1", "the-sampler-itself")
+def shard_with_sampler(items, world, rank):
+    "Asks DistributedSampler itself."
+    return [items[i] for i in DistributedSampler(items, num_replicas=world, rank=rank, shuffle=False)]
+
+
+# --- 8.2: global batch, learning rate and steps per epoch ------------------------------------------------
+
+
+def _plan(n_images, batch_size, lr, world, global_batch=None, lr_out=None, steps=None):
+    shard = math.ceil(n_images / world)
+    return {
+        "global_batch": world * batch_size if global_batch is None else global_batch,
+        "lr": lr * world if lr_out is None else lr_out,
+        "steps_per_epoch": shard // batch_size if steps is None else steps,
+    }
+
+
+@wrong(
+    "8.2",
+    "global-batch-per-replica",
+    "global_batch is 20 for 8 replicas of batch 20: count the images of one optimizer step, on all replicas",
+)
+def plan_batch_per_replica(n_images, batch_size, lr, world):
+    return _plan(n_images, batch_size, lr, world, global_batch=batch_size)
+
+
+@wrong(
+    "8.2",
+    "lr-not-scaled",
+    "the learning rate did not change with 8 replicas: _run scales it with the global batch",
+)
+def plan_lr_kept(n_images, batch_size, lr, world):
+    return _plan(n_images, batch_size, lr, world, lr_out=lr)
+
+
+@wrong("8.2", "lr-divided", "lr is 0.000125 for 8 replicas at 1e-3: scale it as _run does")
+def plan_lr_divided(n_images, batch_size, lr, world):
+    return _plan(n_images, batch_size, lr, world, lr_out=lr / world)
+
+
+@wrong(
+    "8.2",
+    "world-ignored-in-steps",
+    "steps_per_epoch is 50 for 1001 images, batch 20, 8 replica(s): each replica steps through its own "
+    "shard only",
+)
+def plan_world_ignored(n_images, batch_size, lr, world):
+    return _plan(n_images, batch_size, lr, world, steps=n_images // batch_size)
+
+
+@wrong(
+    "8.2",
+    "partial-batch-counted",
+    "steps_per_epoch is 7 for 1001 images, batch 20, 8 replica(s): the training loader drops its last, "
+    "partial batch (drop_last=True)",
+)
+def plan_partial_batch_kept(n_images, batch_size, lr, world):
+    return _plan(n_images, batch_size, lr, world, steps=math.ceil(math.ceil(n_images / world) / batch_size))
+
+
+@wrong(
+    "8.2",
+    "padding-ignored",
+    "steps_per_epoch is 6 for 1001 images, batch 18, 8 replica(s): the sampler pads the data set to a "
+    "multiple of the replicas before it shards it",
+)
+def plan_no_padding(n_images, batch_size, lr, world):
+    return _plan(n_images, batch_size, lr, world, steps=n_images // (world * batch_size))
+
+
+@wrong(
+    "8.2",
+    "keys-misnamed",
+    "replica_plan's keys are ['batch', 'lr', 'steps'], not ['global_batch', 'lr', 'steps_per_epoch']",
+)
+def plan_misnamed(n_images, batch_size, lr, world):
+    return {"batch": world * batch_size, "lr": lr * world, "steps": math.ceil(n_images / world) // batch_size}
+
+
+@right("8.2", "integer-arithmetic")
+def plan_integer_arithmetic(n_images, batch_size, lr, world):
+    "The shard size in integers, the same numbers."
+    shard = (n_images + world - 1) // world
+    return dict(steps_per_epoch=shard // batch_size, lr=world * lr, global_batch=batch_size * world)
+
+
+# --- 8.3: average the replicas' gradients by hand --------------------------------------------------------
+
+
+@wrong(
+    "8.3",
+    "sum-not-mean",
+    "replica 0 received the sum: optimizer_step's all-reduce averages over the replicas",
+)
+def reduce_sum(tensors):
+    total = torch.stack(tensors).sum(0)
+    return [total.clone() for _ in tensors]
+
+
+@wrong("8.3", "one-tensor", "all_reduce_mean returned a Tensor: return a list, what each replica receives")
+def reduce_one_tensor(tensors):
+    return torch.stack(tensors).mean(0)
+
+
+@wrong("8.3", "one-tensor-in-list", "4 replicas contributed and 1 tensors came back: one per replica")
+def reduce_one_in_list(tensors):
+    return [torch.stack(tensors).mean(0)]
+
+
+@wrong(
+    "8.3",
+    "world-of-8-hardcoded",
+    "replica 0 did not receive the global batch's gradient: every replica gets the mean",
+)
+def reduce_fixed_world(tensors):
+    mean = torch.stack(tensors).sum(0) / 8
+    return [mean.clone() for _ in tensors]
+
+
+@wrong(
+    "8.3", "mean-over-wrong-dim", "replica 0 received shape (4, 1): each gets a tensor shaped like its own"
+)
+def reduce_wrong_dim(tensors):
+    mean = torch.stack(tensors).mean(dim=1)
+    return [mean.clone() for _ in tensors]
+
+
+@wrong(
+    "8.3",
+    "each-divides-its-own",
+    "replica 0 did not receive the global batch's gradient: every replica gets the mean",
+)
+def reduce_each_own(tensors):
+    return [t / len(tensors) for t in tensors]
+
+
+@right("8.3", "python-sum")
+def reduce_by_sum(tensors):
+    "Python's sum over the replicas, divided by their number, one copy each."
+    mean = sum(tensors) / len(tensors)
+    return [mean.clone() for _ in range(len(tensors))]
+
+
+@right("8.3", "in-place")
+def reduce_in_place(tensors):
+    "Every replica's own tensor overwritten in place, as a real all-reduce does."
+    mean = torch.zeros_like(tensors[0])
+    for t in tensors:
+        mean += t
+    mean /= len(tensors)
+    for t in tensors:
+        t.copy_(mean)
+    return tensors
+
+
+# --- 8.4: validation accuracy over every replica ---------------------------------------------------------
+
+
+@wrong(
+    "8.4",
+    "mean-of-batch-accuracies",
+    "batch accuracies were averaged: a small last batch weighs as much as a full one",
+)
+def accuracy_of_batches(replicas):
+    accs = [c / n for shard in replicas for c, n in shard]
+    return sum(accs) / len(accs)
+
+
+@wrong(
+    "8.4",
+    "post-one-batch-too-few",
+    "the accuracy is 0.9500: not the share of all validated images that are right",
+)
+def accuracy_post_batches(replicas):
+    accs = [c / n for shard in replicas for c, n in shard]
+    return sum(accs) / (len(accs) - 1)
+
+
+@wrong(
+    "8.4",
+    "mean-of-replica-accuracies",
+    "the replicas' accuracies were averaged: their shards hold different numbers of images",
+)
+def accuracy_of_replicas(replicas):
+    accs = [sum(c for c, _ in s) / sum(n for _, n in s) for s in replicas]
+    return sum(accs) / len(accs)
+
+
+@wrong(
+    "8.4",
+    "master-replica-only",
+    "the accuracy is 0.7000: not the share of all validated images that are right",
+)
+def accuracy_master_only(replicas):
+    return sum(c for c, _ in replicas[0]) / sum(n for _, n in replicas[0])
+
+
+@wrong("8.4", "not-divided", "the accuracy is 16.000, above 1: divide by the number of images")
+def accuracy_not_divided(replicas):
+    return sum(c for shard in replicas for c, _ in shard)
+
+
+@wrong(
+    "8.4",
+    "full-batches-assumed",
+    "the accuracy is 0.6667: not the share of all validated images that are right",
+)
+def accuracy_by_batches_count(replicas):
+    correct = sum(c for shard in replicas for c, _ in shard)
+    batch_size = replicas[0][0][1]
+    return correct / (batch_size * sum(len(shard) for shard in replicas))
+
+
+@right("8.4", "tensor-of-counts")
+def accuracy_tensor(replicas):
+    "One tensor of every batch's counts, summed by column, a 0-dimensional tensor returned."
+    counts = torch.tensor([pair for shard in replicas for pair in shard], dtype=torch.float64)
+    correct, images = counts.sum(0)
+    return correct / images
+
+
+# --- 9.1: which mode a run gets --------------------------------------------------------------------------
+
+MODES = ("online", "offline", "disabled")
+
+
+@wrong(
+    "9.1", "blank-wandb-mode-kept", "WANDB_MODE='  ' gave a ValueError: an empty WANDB_MODE counts as unset"
+)
+def mode_blank_kept(requested, env, has_key):
+    mode = requested or env or "online"
+    if mode not in MODES:
+        raise ValueError(mode)
+    return "offline" if mode == "online" and not has_key else mode
+
+
+@wrong(
+    "9.1",
+    "key-rule-for-every-mode",
+    "run_mode('disabled', None, False) is 'offline': only an online run needs a key; disabled stays disabled",
+)
+def mode_key_for_all(requested, env, has_key):
+    mode = requested or (env or "").strip() or "online"
+    if mode not in MODES:
+        raise ValueError(mode)
+    return mode if has_key else "offline"
+
+
+@wrong(
+    "9.1",
+    "env-beats-request",
+    "run_mode('online', 'offline', True) is 'offline': the mode asked for beats WANDB_MODE",
+)
+def mode_env_first(requested, env, has_key):
+    mode = (env or "").strip() or requested or "online"
+    if mode not in MODES:
+        raise ValueError(mode)
+    return "offline" if mode == "online" and not has_key else mode
+
+
+@wrong(
+    "9.1",
+    "unknown-mode-accepted",
+    "run_mode(None, 'onlin', True) returned 'onlin': a mode W&B does not know should raise ValueError",
+)
+def mode_not_validated(requested, env, has_key):
+    mode = requested or (env or "").strip() or "online"
+    return "offline" if mode == "online" and not has_key else mode
+
+
+@wrong("9.1", "key-ignored", "without a key an online run would ask for one: record offline instead")
+def mode_key_ignored(requested, env, has_key):
+    mode = requested or (env or "").strip() or "online"
+    if mode not in MODES:
+        raise ValueError(mode)
+    return mode
+
+
+@wrong(
+    "9.1", "key-overrules-mode", "WANDB_MODE='disabled' gave 'online': with nothing asked, WANDB_MODE decides"
+)
+def mode_key_wins(requested, env, has_key):
+    mode = requested or (env or "").strip() or "online"
+    if mode not in MODES:
+        raise ValueError(mode)
+    if has_key:
+        return "online"
+    return "offline" if mode == "online" else mode
+
+
+@right("9.1", "branches")
+def mode_branches(requested, env, has_key):
+    "One branch per source of the mode."
+    if requested is not None:
+        mode = requested
+    elif env is not None and env.strip() != "":
+        mode = env.strip()
+    else:
+        mode = "online"
+    if mode == "online":
+        return "online" if has_key else "offline"
+    if mode in ("offline", "disabled"):
+        return mode
+    raise ValueError(f"unknown W&B mode {mode!r}")
+
+
+# --- 9.2: aliases for each model version -----------------------------------------------------------------
+
+
+@wrong(
+    "9.2",
+    "compared-with-previous-epoch",
+    "epoch 4 got 'best' for beating epoch 3, but epoch 2 was higher: compare with the best so far, not "
+    "with the previous epoch",
+)
+def aliases_previous_epoch(rows):
+    out, previous = [], None
+    for row in rows:
+        a = [f"epoch-{row['epoch']}", "latest"]
+        if not math.isnan(row["valid_auc"]) and (previous is None or row["valid_auc"] > previous):
+            a.append("best")
+        previous = row["valid_auc"]
+        out.append(a)
+    return out
+
+
+@wrong(
+    "9.2",
+    "only-overall-best",
+    "an epoch that beat every earlier one lacks 'best': when it was logged it was the best so far (a "
+    "later version takes the alias over)",
+)
+def aliases_overall_best(rows):
+    aucs = [r["valid_auc"] for r in rows]
+    top = max(a for a in aucs if not math.isnan(a))
+    return [[f"epoch-{r['epoch']}", "latest"] + (["best"] if r["valid_auc"] == top else []) for r in rows]
+
+
+@wrong("9.2", "tie-is-best", "a tie got 'best': only a strictly higher AUC is an improvement")
+def aliases_tie_is_best(rows):
+    out, best = [], None
+    for row in rows:
+        a = [f"epoch-{row['epoch']}", "latest"]
+        if not math.isnan(row["valid_auc"]) and (best is None or row["valid_auc"] >= best):
+            best = row["valid_auc"]
+            a.append("best")
+        out.append(a)
+    return out
+
+
+@wrong("9.2", "nan-unchecked", "a NaN AUC (a diverged validation) got 'best': NaN is never the best")
+def aliases_nan_unchecked(rows):
+    out, best = [], None
+    for row in rows:
+        a = [f"epoch-{row['epoch']}", "latest"]
+        if best is None or row["valid_auc"] > best:
+            best = row["valid_auc"]
+            a.append("best")
+        out.append(a)
+    return out
+
+
+@wrong(
+    "9.2", "epochs-counted-not-read", "the epoch numbers come from the rows: the first row here is epoch 0"
+)
+def aliases_counted_epochs(rows):
+    out, best = [], None
+    for i, row in enumerate(rows):
+        a = [f"epoch-{i + 1}", "latest"]
+        if not math.isnan(row["valid_auc"]) and (best is None or row["valid_auc"] > best):
+            best = row["valid_auc"]
+            a.append("best")
+        out.append(a)
+    return out
+
+
+@wrong("9.2", "latest-missing", "epoch 1's version lacks 'latest': every new version is the latest")
+def aliases_no_latest(rows):
+    out, best = [], None
+    for row in rows:
+        a = [f"epoch-{row['epoch']}"]
+        if not math.isnan(row["valid_auc"]) and (best is None or row["valid_auc"] > best):
+            best = row["valid_auc"]
+            a.append("best")
+        out.append(a)
+    return out
+
+
+@right("9.2", "minus-infinity")
+def aliases_minus_infinity(rows):
+    "The best so far starts at minus infinity; a NaN compares False with it and never wins."
+    best, out = -math.inf, []
+    for row in rows:
+        better = row["valid_auc"] > best
+        best = max(best, row["valid_auc"]) if better else best
+        out.append({f"epoch-{row['epoch']}", "latest"} | ({"best"} if better else set()))
+    return out
+
+
+# --- 9.3: a cross-validation score from a group of runs --------------------------------------------------
+
+
+def _epoch_aucs(run):
+    return [h["valid_auc"] for h in run["history"] if "valid_auc" in h]
+
+
+def _by_group(runs, score):
+    groups = {}
+    for run in runs:
+        groups.setdefault(run["run"]["group"], []).append(_epoch_aucs(run))
+    return {g: score(aucs) for g, aucs in groups.items()}
+
+
+@wrong("9.3", "last-epoch", "cv-b0: that is the mean of each run's last epoch: take each run's best epoch")
+def scores_last_epoch(runs):
+    return _by_group(runs, lambda aucs: sum(a[-1] for a in aucs) / len(aucs))
+
+
+@wrong(
+    "9.3", "every-epoch", "cv-b0: that averages every epoch of every run: take each run's best epoch first"
+)
+def scores_every_epoch(runs):
+    return _by_group(runs, lambda aucs: float(np.mean([x for a in aucs for x in a])))
+
+
+@wrong(
+    "9.3", "single-best-epoch", "cv-b0: that is the group's single best epoch: average the runs' best epochs"
+)
+def scores_single_best(runs):
+    return _by_group(runs, lambda aucs: max(x for a in aucs for x in a))
+
+
+@wrong("9.3", "groups-ignored", "the groups are cv-b0 and lr-sweep, got ['all']")
+def scores_no_groups(runs):
+    bests = [max(_epoch_aucs(r)) for r in runs]
+    return {"all": sum(bests) / len(bests)}
+
+
+@wrong("9.3", "step-rows-read", "your code raised KeyError: 'valid_auc'")
+def scores_step_rows_read(runs):
+    bests = {}
+    for run in runs:
+        bests.setdefault(run["run"]["group"], []).append(max(h["valid_auc"] for h in run["history"]))
+    return {g: sum(b) / len(b) for g, b in bests.items()}
+
+
+@right("9.3", "pandas-groupby")
+def scores_with_pandas(runs):
+    "A long table of epoch rows, the best per run, then the mean per group."
+    rows = [
+        {"group": r["run"]["group"], "name": r["run"]["name"], "auc": h["valid_auc"]}
+        for r in runs
+        for h in r["history"]
+        if "valid_auc" in h
+    ]
+    best = pd.DataFrame(rows).groupby(["group", "name"]).auc.max()
+    return best.groupby(level="group").mean().to_dict()
+
+
+# --- 9.4: the band of a group ----------------------------------------------------------------------------
+
+
+@wrong("9.4", "plain-dataframe", "your code raised ValueError: All arrays must be of the same length")
+def band_plain_frame(losses):
+    table = pd.DataFrame(losses)
+    return pd.DataFrame({"mean": table.mean(axis=1), "min": table.min(axis=1), "max": table.max(axis=1)})
+
+
+@wrong(
+    "9.4",
+    "cut-to-shortest-run",
+    "the band has 3 epochs, the longest run logged 5: keep every epoch a run logged",
+)
+def band_shortest(losses):
+    rows = [list(epoch) for epoch in zip(*losses.values())]
+    return pd.DataFrame([{"mean": np.mean(r), "min": min(r), "max": max(r)} for r in rows])
+
+
+@wrong(
+    "9.4",
+    "missing-epochs-as-zero",
+    "epoch 3's mean counts core-2, which stopped after 3 epochs, as 0: average only the runs that logged "
+    "that epoch",
+)
+def band_zero_filled(losses):
+    table = pd.DataFrame({k: pd.Series(v) for k, v in losses.items()}).fillna(0)
+    return pd.DataFrame({"mean": table.mean(axis=1), "min": table.min(axis=1), "max": table.max(axis=1)})
+
+
+@wrong("9.4", "epochs-from-one", "the index is [1, 2, 3, 4, 5]: the epochs 0 to 4")
+def band_from_one(losses):
+    table = pd.DataFrame({k: pd.Series(v) for k, v in losses.items()})
+    band = pd.DataFrame({"mean": table.mean(axis=1), "min": table.min(axis=1), "max": table.max(axis=1)})
+    band.index = band.index + 1
+    return band
+
+
+@wrong(
+    "9.4",
+    "describe-columns",
+    "the columns are ['count', 'mean', 'std', 'min', '25%', '50%', '75%', 'max']: want mean, min and max",
+)
+def band_describe(losses):
+    table = pd.DataFrame({k: pd.Series(v) for k, v in losses.items()})
+    return table.T.describe().T
+
+
+@right("9.4", "epoch-rows")
+def band_by_epoch_rows(losses):
+    "One row per epoch, built from the runs that got that far."
+    rows = []
+    for epoch in range(max(len(v) for v in losses.values())):
+        vals = [v[epoch] for v in losses.values() if epoch < len(v)]
+        rows.append({"mean": sum(vals) / len(vals), "min": min(vals), "max": max(vals)})
+    return pd.DataFrame(rows)
+
+
+@right("9.4", "long-table-groupby")
+def band_long_table(losses):
+    "A long table of (epoch, loss), grouped by epoch."
+    pairs = [(epoch, x) for v in losses.values() for epoch, x in enumerate(v)]
+    long = pd.DataFrame(pairs, columns=["epoch", "loss"])
+    band = long.groupby("epoch").loss.agg(["mean", "min", "max"])
+    band.index.name = None
+    return band
+
+
+# --- 10.1: test-time augmentation with a left-right flip -------------------------------------------------
+
+
+@wrong("10.1", "plain-prediction", "that is the plain prediction: average it with the flipped image's")
+def tta_plain(model, x):
+    with torch.inference_mode():
+        return torch.sigmoid(model(x)).flatten()
+
+
+@wrong("10.1", "mean-logits", "some values lie outside [0, 1]: apply the sigmoid")
+def tta_mean_logits(model, x):
+    with torch.inference_mode():
+        return ((model(x) + model(x.flip(3))) / 2).flatten()
+
+
+@wrong(
+    "10.1",
+    "sigmoid-of-mean-logit",
+    "that is the sigmoid of the mean logit: average the two probabilities instead",
+)
+def tta_sigmoid_of_mean_logit(model, x):
+    with torch.inference_mode():
+        return torch.sigmoid((model(x) + model(x.flip(3))) / 2).flatten()
+
+
+@wrong("10.1", "up-down-flip", "that flips up-down: a left-right flip turns the width, the last dimension")
+def tta_up_down(model, x):
+    with torch.inference_mode():
+        return ((torch.sigmoid(model(x)) + torch.sigmoid(model(x.flip(2)))) / 2).flatten()
+
+
+@wrong(
+    "10.1",
+    "batch-order-flip",
+    "that flips the order of the batch: a left-right flip turns the width, the last dimension",
+)
+def tta_batch_order(model, x):
+    with torch.inference_mode():
+        return ((torch.sigmoid(model(x)) + torch.sigmoid(model(x.flip(0)))) / 2).flatten()
+
+
+@wrong("10.1", "not-flattened", "the shape is (5, 1): one probability per image, (batch,)")
+def tta_not_flattened(model, x):
+    with torch.inference_mode():
+        return (torch.sigmoid(model(x)) + torch.sigmoid(model(x.flip(3)))) / 2
+
+
+@wrong(
+    "10.1",
+    "gradients-recorded",
+    "the probabilities carry a graph for gradients: predict under torch.inference_mode()",
+)
+def tta_with_grad(model, x):
+    return ((torch.sigmoid(model(x)) + torch.sigmoid(model(x.flip(3)))) / 2).flatten()
+
+
+@right("10.1", "no-grad-flip-minus-one")
+def tta_no_grad_negative_dim(model, x):
+    "Under torch.no_grad, the width as dimension -1, the mean taken by hand."
+    with torch.no_grad():
+        first = model(x).sigmoid().view(-1)
+        mirrored = model(torch.flip(x, dims=[-1])).sigmoid().view(-1)
+    return 0.5 * (first + mirrored)
+
+
+@right("10.1", "both-views-one-batch")
+def tta_one_pass(model, x):
+    "Both views in one batch, split after the sigmoid."
+    with torch.inference_mode():
+        probs = torch.sigmoid(model(torch.cat([x, x.flip(-1)]))).squeeze(1)
+    return probs.view(2, len(x)).mean(0)
+
+
+# --- 10.2: five folds, one probability -------------------------------------------------------------------
+
+
+@wrong(
+    "10.2",
+    "sigmoid-of-mean-logit",
+    "that is the sigmoid of the mean logit: average the folds' probabilities instead",
+)
+def folds_sigmoid_of_mean(fold_logits):
+    return torch.sigmoid(torch.stack(fold_logits).mean(0))
+
+
+@wrong("10.2", "median", "that is the median: take the mean")
+def folds_median(fold_logits):
+    return torch.sigmoid(torch.stack(fold_logits)).median(0).values
+
+
+@wrong("10.2", "no-sigmoid", "some values lie outside [0, 1]: the logits need the sigmoid")
+def folds_no_sigmoid(fold_logits):
+    return torch.stack(fold_logits).mean(0)
+
+
+@wrong(
+    "10.2",
+    "divided-by-five",
+    "with 2 folds the answer is wrong: divide by the number of folds given, not by 5",
+)
+def folds_divided_by_five(fold_logits):
+    return torch.sigmoid(torch.stack(fold_logits)).sum(0) / 5
+
+
+@wrong(
+    "10.2", "mean-over-images", "the shape is (5,): one probability per image, (7,) for 5 folds of 7 images"
+)
+def folds_wrong_axis(fold_logits):
+    return torch.sigmoid(torch.stack(fold_logits)).mean(1)
+
+
+@right("10.2", "python-sum")
+def folds_by_sum(fold_logits):
+    "Python's sum of the folds' probabilities over their number."
+    return sum(torch.sigmoid(t) for t in fold_logits) / len(fold_logits)
+
+
+@right("10.2", "stacked-as-columns")
+def folds_columns(fold_logits):
+    "The folds stacked as columns, averaged along each row."
+    return torch.stack(fold_logits, dim=1).sigmoid().mean(dim=1)
+
+
+# --- 10.3: the threshold for 90% sensitivity -------------------------------------------------------------
+
+
+def _melanomas(probs, labels):
+    return np.sort(np.asarray(probs)[np.asarray(labels) == 1])[::-1]
+
+
+@wrong(
+    "10.3",
+    "np-quantile",
+    "15 melanomas, sensitivity 0.9: at your threshold only 87% of the melanomas are flagged, below 90%",
+)
+def threshold_quantile(probs, labels, sensitivity=0.9):
+    return float(np.quantile(probs[labels == 1], 1 - sensitivity))
+
+
+@wrong(
+    "10.3",
+    "index-one-past",
+    "15 melanomas, sensitivity 0.9: a higher threshold still flags 93% of the melanomas: take the "
+    "highest threshold that reaches the sensitivity",
+)
+def threshold_one_past(probs, labels, sensitivity=0.9):
+    pos = _melanomas(probs, labels)
+    k = next(k for k in range(1, len(pos) + 1) if k / len(pos) >= sensitivity)
+    return float(pos[min(k, len(pos) - 1)])
+
+
+@wrong(
+    "10.3",
+    "count-rounded-down",
+    "15 melanomas, sensitivity 0.9: at your threshold only 87% of the melanomas are flagged, below 90%",
+)
+def threshold_rounded_down(probs, labels, sensitivity=0.9):
+    pos = _melanomas(probs, labels)
+    return float(pos[int(sensitivity * len(pos)) - 1])
+
+
+@wrong(
+    "10.3",
+    "labels-ignored",
+    "15 melanomas, sensitivity 0.9: a higher threshold still flags 100% of the melanomas: take the "
+    "highest threshold that reaches the sensitivity",
+)
+def threshold_labels_ignored(probs, labels, sensitivity=0.9):
+    everything = np.sort(np.asarray(probs))[::-1]
+    k = next(k for k in range(1, len(everything) + 1) if k / len(everything) >= sensitivity)
+    return float(everything[k - 1])
+
+
+@wrong(
+    "10.3",
+    "sensitivity-ignored",
+    "20 melanomas, sensitivity 0.75: a higher threshold still flags 85% of the melanomas: take the "
+    "highest threshold that reaches the sensitivity",
+)
+def threshold_fixed_sensitivity(probs, labels, sensitivity=0.9):
+    pos = _melanomas(probs, labels)
+    k = next(k for k in range(1, len(pos) + 1) if k / len(pos) >= 0.9)
+    return float(pos[k - 1])
+
+
+@wrong("10.3", "default-not-0.9", "sensitivity should default to 0.9")
+def threshold_other_default(probs, labels, sensitivity=0.95):
+    pos = _melanomas(probs, labels)
+    k = next(k for k in range(1, len(pos) + 1) if k / len(pos) >= sensitivity)
+    return float(pos[k - 1])
+
+
+@right("10.3", "candidate-thresholds")
+def threshold_candidates(probs, labels, sensitivity=0.9):
+    "Tries the melanomas' own probabilities from the highest down."
+    pos = probs[labels == 1]
+    candidates = sorted(set(pos.tolist()), reverse=True)
+    return next(float(t) for t in candidates if (pos >= t).mean() >= sensitivity)
+
+
+@right("10.3", "ascending-sort")
+def threshold_ascending(probs, labels, sensitivity=0.9):
+    "Sorted from low to high, the k highest start at index n - k."
+    pos = np.sort(probs[labels.astype(bool)])
+    k = math.ceil(sensitivity * len(pos) - 1e-9)
+    return pos[len(pos) - k].item()
+
+
+# --- 10.4: writing submission.csv ------------------------------------------------------------------------
+
+
+def _left_merged(preds, test):
+    return test[["image_name"]].merge(preds[["image_name", "target"]], on="image_name", how="left")
+
+
+@wrong(
+    "10.4",
+    "index-written",
+    "the file has an extra first column, the DataFrame's index: write it with index=False",
+)
+def submission_with_index(preds, test, out):
+    sub = _left_merged(preds, test)
+    if sub.target.isna().any():
+        raise ValueError("missing prediction")
+    sub.to_csv(out)
+    return out
+
+
+@wrong(
+    "10.4",
+    "every-prediction-written",
+    "7 rows for 6 test images: one row per test.csv row, and none for images that are not in it",
+)
+def submission_all_predictions(preds, test, out):
+    preds[["image_name", "target"]].to_csv(out, index=False)
+    return out
+
+
+@wrong(
+    "10.4",
+    "matched-by-position",
+    "some images got another image's prediction: match the predictions to test.csv by image_name, not by "
+    "position",
+)
+def submission_by_position(preds, test, out):
+    sub = test.assign(target=preds.target.to_numpy()[: len(test)])
+    sub[["image_name", "target"]].to_csv(out, index=False)
+    return out
+
+
+@wrong("10.4", "predictions-order", "the rows are not in test.csv's order")
+def submission_preds_order(preds, test, out):
+    sub = preds[["image_name", "target"]].merge(test[["image_name"]], on="image_name")
+    if len(sub) < len(test):
+        raise ValueError("missing prediction")
+    sub.to_csv(out, index=False)
+    return out
+
+
+@wrong(
+    "10.4",
+    "metadata-columns-kept",
+    "the columns are ['image_name', 'patient_id', 'sex', 'age_approx', 'target']: Kaggle wants exactly "
+    "image_name,target",
+)
+def submission_metadata_kept(preds, test, out):
+    sub = test.merge(preds[["image_name", "target"]], on="image_name", how="left")
+    if sub.target.isna().any():
+        raise ValueError("missing prediction")
+    sub.to_csv(out, index=False)
+    return out
+
+
+@wrong(
+    "10.4",
+    "inner-merge-no-refusal",
+    "a test image without a prediction (ISIC_0000913) was not refused: raise ValueError",
+)
+def submission_inner_merge(preds, test, out):
+    test[["image_name"]].merge(preds[["image_name", "target"]], on="image_name").to_csv(out, index=False)
+    return out
+
+
+@wrong(
+    "10.4",
+    "nan-written-no-refusal",
+    "a test image without a prediction (ISIC_0000913) was not refused: raise ValueError",
+)
+def submission_nan_written(preds, test, out):
+    _left_merged(preds, test).to_csv(out, index=False)
+    return out
+
+
+@right("10.4", "reindex")
+def submission_reindexed(preds, test, out):
+    "The predictions indexed by image name, reindexed to test.csv's names."
+    target = preds.set_index("image_name").target.reindex(test.image_name)
+    missing = target.index[target.isna()].tolist()
+    if missing:
+        raise ValueError(f"no prediction for {missing}")
+    target.reset_index().to_csv(out, index=False)
+    return out
+
+
+@right("10.4", "written-by-hand")
+def submission_by_hand(preds, test, out):
+    "A dict from name to probability, the file written line by line."
+    lookup = dict(zip(preds.image_name, preds.target))
+    names = list(test.image_name)
+    if not all(n in lookup for n in names):
+        raise ValueError("a test image has no prediction")
+    lines = ["image_name,target"] + [f"{n},{lookup[n]!r}" for n in names]
+    Path(out).write_text("\n".join(lines) + "\n")
+    return out
+
+
+# --- mistakes the checks once let through ----------------------------------------------------------------
+
+
+@wrong(
+    "6.1",
+    "returns-a-wrong-count",
+    "train_accumulated returned 0 but stepped the optimizer 1 time(s): return the number of steps it took",
+)
+def acc_wrong_count(model, loss_fn, optimizer, micro_batches, k):
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(micro_batches):
+        (loss_fn(model(x), y) / k).backward()
+        if (i + 1) % k == 0 or i + 1 == len(micro_batches):
+            optimizer.step()
+            optimizer.zero_grad()
+    return len(micro_batches) // (k + 1)
+
+
+@wrong(
+    "6.2",
+    "tries-every-size",
+    "the model saw a micro-batch of 5 images: try only the sizes that divide the batch of 12",
+)
+def smallest_any_size(model, loss_fn, x, y, tolerance):
+    def grad(m):
+        model.zero_grad()
+        for xs, ys in zip(x.split(m), y.split(m)):
+            (loss_fn(model(xs), ys) / (len(x) // m)).backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters()]).clone()
+
+    whole = grad(len(x))
+    for m in range(1, len(x) + 1):  # every size, not only those that divide the batch
+        if ((grad(m) - whole).norm() / whole.norm()).item() <= tolerance:
+            return m
+    return len(x)
+
+
+@wrong(
+    "6.3",
+    "drops-every-partial-batch",
+    "optimizer_steps(100, 8, 4) = 3: the loader keeps a last, shorter batch;"
+    " it drops only a batch of one image",
+)
+def steps_drop_partial(n_images, batch_size, k):
+    return math.ceil((n_images // batch_size) / k)
+
+
+@wrong(
+    "8.1",
+    "rank-ignored",
+    "ranks 0 and 1 of 3 got the same items: each replica's shard starts at its own rank",
+)
+def shard_rank_ignored(items, world, rank):
+    padded = list(items) + list(items)[: (-len(items)) % world]
+    return padded[0::world]
+
+
+@wrong(
+    "9.3",
+    "best-epoch-of-the-mean-curve",
+    "that is the best epoch of the runs' mean curve: average the runs' own best epochs",
+)
+def scores_of_mean_curve(runs):
+    groups = {}
+    for run in runs:
+        aucs = [h["valid_auc"] for h in run["history"] if "valid_auc" in h]
+        groups.setdefault(run["run"]["group"], []).append(aucs)
+    return {g: max(sum(e) / len(e) for e in zip(*curves)) for g, curves in groups.items()}
+
+
+@wrong(
+    "10.1",
+    "gradients-recorded-then-detached",
+    "the probabilities carry a graph for gradients: predict under torch.inference_mode()",
+)
+def tta_detached(model, x):
+    return ((torch.sigmoid(model(x)) + torch.sigmoid(model(x.flip(3)))) / 2).flatten().detach()
+
+
+@wrong(
+    "10.4",
+    "writes-then-refuses",
+    "a file was written before the ValueError: refuse a missing prediction before writing",
+)
+def submission_written_then_refused(preds, test, out):
+    sub = test[["image_name"]].merge(preds[["image_name", "target"]], on="image_name", how="left")
+    sub.to_csv(out, index=False)
+    if sub.target.isna().any():
+        raise ValueError("a test image has no prediction")
+    return out
+
+
+# --- the verdicts ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number, answer, message", WRONG)
+def test_a_typical_mistake_gets_the_message_that_names_it(number, answer, message):
+    _SEEN_GRAPHS.clear()  # 7.2's list-outside-the-call mistake: its list grows within one check, from empty
+    assert verdict(number, answer) == (False, f"✗ Exercise {number}: {message}")
+
+
+@pytest.mark.parametrize("number, answer", RIGHT)
+def test_a_right_answer_unlike_the_worked_solution_passes(number, answer):
+    assert verdict(number, answer) == (True, f"✓ Exercise {number}: right")
+
+
+def test_every_exercise_of_chapters_06_to_10_is_covered():
+    from course_lib.exercises import registered
+
+    numbers = {n for n in registered() if n.split(".")[0] in ("6", "7", "8", "9", "10")}
+    mistakes = {n: sum(p.values[0] == n for p in WRONG) for n in numbers}
+    assert all(count >= 2 for count in mistakes.values()), mistakes
+    assert numbers <= {p.values[0] for p in RIGHT}, numbers - {p.values[0] for p in RIGHT}
