@@ -38,6 +38,15 @@ def _check_2_2(epoch_order):
     expect(
         list(epoch_order(50, 7, 1)) != list(epoch_order(50, 8, 0)), "(seed 7, epoch 1) = (seed 8, epoch 0)"
     )
+    seen = {}
+    for seed in range(4):
+        for epoch in range(4):
+            same = seen.setdefault(tuple(epoch_order(50, seed, epoch)), (seed, epoch))
+            expect(
+                same == (seed, epoch),
+                f"(seed {same[0]}, epoch {same[1]}) and (seed {seed}, epoch {epoch}) got the same order: "
+                "every pair needs its own",
+            )
 
 
 @exercise("2.3", "find the images that are not RGB")
@@ -51,8 +60,22 @@ def _check_2_3(find_not_rgb):
     for name, mode in modes.items():
         Image.new(mode, (4, 4)).save(folder / name)
     paths = [folder / n for n in modes]
-    found = answer_of(find_not_rgb, paths)
+    from unittest import mock
+    from PIL import ImageFile
+
+    decoded, real_load = [], ImageFile.ImageFile.load
+
+    def load(im, *args, **kwargs):  # decodes the pixels: find_not_rgb needs the header only
+        decoded.append(im)
+        return real_load(im, *args, **kwargs)
+
+    with mock.patch.object(ImageFile.ImageFile, "load", load):
+        found = answer_of(find_not_rgb, paths)
     names = sorted(Path(p).name for p in found)
     want = sorted(n for n, m in modes.items() if m != "RGB")
     expect(not set(names) & {"a.jpg", "d.jpg"}, "an RGB image was reported: only other modes count")
     expect(names == want, f"found {len(names)} of the {len(want)} images that are not RGB")
+    expect(
+        not decoded,
+        f"find_not_rgb decoded the pixels of {len(decoded)} images: the mode is in the header, read it alone",
+    )

@@ -113,6 +113,8 @@ def _check_3_4(loss_per_image):
         model.bias.fill_(0.3)
     loader = DataLoader(TensorDataset(x, y), batch_size=4)  # batches of 4, 4 and 2
     loss_fn = nn.MSELoss()
+    recording = []
+    model.register_forward_hook(lambda m, i, o: recording.append(torch.is_grad_enabled()))
     got = answer_of(loss_per_image, model, loader, loss_fn)
     expect(isinstance(got, (float, int)) or torch.is_tensor(got) and got.numel() == 1, "return one number")
     got = float(got)
@@ -134,4 +136,8 @@ def _check_3_4(loss_per_image):
     expect(
         all(p.grad is None for p in model.parameters()),
         "loss_per_image called backward: measuring a loss needs no gradients",
+    )
+    expect(
+        not any(recording),
+        "the model ran while autograd recorded: measure the loss under torch.no_grad()",
     )

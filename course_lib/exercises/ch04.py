@@ -21,7 +21,7 @@ def _check_4_1(LitClassifier):
     expect(isinstance(LitClassifier, type), "pass the class LitClassifier itself, not an instance")
     torch.manual_seed(0)
     net = nn.Linear(4, 1)
-    module = LitClassifier(net, lr=0.01)
+    module = LitClassifier(net, lr=0.003)
     logged = []
     module.log = lambda name, value, **kw: logged.append((name, value, kw))  # what the Trainer would record
     optimizer = _optimizer_4_1(module)
@@ -30,7 +30,7 @@ def _check_4_1(LitClassifier):
     y = torch.tensor([[1.0], [0.0], [0.0], [1.0], [0.0], [0.0], [0.0], [1.0]])
     loss = answer_of(module.training_step, (x, y), 0)
     _expect_focal_loss_4_1(loss, net, x, y)
-    _expect_logged_4_1(logged, len(x))
+    _expect_logged_4_1(logged, len(x), loss)
     _run_4_1_steps(module, optimizer, x, y, loss)
 
 
@@ -53,7 +53,7 @@ def _optimizer_4_1(module):
         held == {id(p) for p in module.parameters()}, "the optimizer does not hold the module's parameters"
     )
     lr = optimizer.param_groups[0]["lr"]
-    expect(lr == 0.01, f"the optimizer's learning rate is {lr}: use the lr the module was made with")
+    expect(lr == 0.003, f"the optimizer's learning rate is {lr}: use the lr the module was made with")
     return optimizer
 
 
@@ -85,11 +85,17 @@ def _expect_focal_loss_4_1(loss, net, x, y):
     expect(close(loss.detach(), want), "the loss is not the focal loss of the network's logits for the batch")
 
 
-def _expect_logged_4_1(logged, batch_size):
-    "Wrong unless training_step logged train_loss per epoch, weighted by the batch's `batch_size`."
+def _expect_logged_4_1(logged, batch_size, loss):
+    "Wrong unless training_step logged its loss as train_loss per epoch, weighted by the batch size."
+    import torch
+
     names = [name for name, _, _ in logged]
     expect("train_loss" in names, f"training_step logged {names or 'nothing'}: log the loss as 'train_loss'")
-    kw = logged[names.index("train_loss")][2]
+    value, kw = logged[names.index("train_loss")][1:]
+    expect(
+        close(torch.as_tensor(value).detach(), loss.detach()),
+        "the value logged as train_loss is not the loss training_step returns",
+    )
     expect(
         kw.get("on_epoch"),
         "log train_loss with on_epoch=True, so that the Trainer averages it over the epoch",
@@ -122,8 +128,8 @@ def _check_4_2(FoldDataModule):
     x = torch.arange(14.0).view(14, 1)  # each example's value is its row number in the table
     y = (x % 3 == 0).float()
     folds = torch.arange(14) % 3
-    for fold in (1, 2):
-        dm = FoldDataModule(x, y, folds, fold=fold, batch_size=4)
+    for fold, batch_size in ((1, 4), (2, 3)):
+        dm = FoldDataModule(x, y, folds, fold=fold, batch_size=batch_size)
         dm.setup("fit")
         train = answer_of(dm.train_dataloader)
         valid = answer_of(dm.val_dataloader)
@@ -132,7 +138,7 @@ def _check_4_2(FoldDataModule):
         for xb, yb in train_batches + valid_batches:
             expect(torch.equal(yb, (xb % 3 == 0).float()), "a batch's targets do not belong to its inputs")
         sizes = [len(xb) for xb, _ in train_batches]
-        expect(max(sizes) == 4, f"the training batches hold {sizes} examples: use batch_size")
+        expect(max(sizes) == batch_size, f"the training batches hold {sizes} examples: use batch_size")
         train_rows = [int(v) for xb, _ in train_batches for v in xb.flatten()]
         valid_rows = [int(v) for xb, _ in valid_batches for v in xb.flatten()]
         want_train = [i for i in range(14) if i % 3 != fold]
@@ -144,6 +150,11 @@ def _check_4_2(FoldDataModule):
         expect(sorted(valid_rows) == want_valid, f"the validation loader should hold fold {fold}'s examples")
         expect(valid_rows == want_valid, "the validation loader shuffles: keep the table's order")
         expect(train_rows != want_train, "the training loader keeps the table's order: shuffle it")
+        again = [int(v) for xb, _ in train for v in xb.flatten()]
+        expect(
+            again != train_rows,
+            "the training loader gives every epoch the same order: shuffle each epoch (shuffle=True)",
+        )
 
 
 @exercise("4.3", "a callback that records every epoch")
@@ -165,7 +176,7 @@ def _check_4_3(EpochRecorder):
         "valid_loss": torch.tensor(0.4),
         "valid_auc": torch.tensor(0.75),
     }
-    recorder.on_train_epoch_end(SimpleNamespace(current_epoch=0, callback_metrics=metrics), module)
+    recorder.on_train_epoch_end(SimpleNamespace(current_epoch=3, callback_metrics=metrics), module)  # resumed
     expect(
         len(recorder.rows) == 1, f"after one epoch there are {len(recorder.rows)} rows: append one per epoch"
     )
@@ -181,7 +192,7 @@ def _check_4_3(EpochRecorder):
     )
     expect(row["train_loss"] == 0.5, "train_loss should be the epoch's value logged as 'train_loss'")
     expect(row["valid_auc"] == 0.75, "valid_auc should be the value logged as 'valid_auc'")
-    expect(row["epoch"] == 0, "epoch should be the Trainer's current_epoch")
+    expect(row["epoch"] == 3, "epoch should be the Trainer's current_epoch")
     _expect_epoch_without_validation_4_3(recorder, module)
 
 
@@ -193,7 +204,7 @@ def _expect_epoch_without_validation_4_3(recorder, module):
     without_validation = {"train_loss": torch.tensor(0.25)}
     try:
         recorder.on_train_epoch_end(
-            SimpleNamespace(current_epoch=1, callback_metrics=without_validation), module
+            SimpleNamespace(current_epoch=4, callback_metrics=without_validation), module
         )
     except KeyError as missing:
         expect(
@@ -202,7 +213,7 @@ def _expect_epoch_without_validation_4_3(recorder, module):
     expect(len(recorder.rows) == 2, "the second epoch did not add a row")
     row = recorder.rows[1]
     expect(
-        row["epoch"] == 1 and row["train_loss"] == 0.25, "the second epoch's row has the wrong epoch or loss"
+        row["epoch"] == 4 and row["train_loss"] == 0.25, "the second epoch's row has the wrong epoch or loss"
     )
     expect(
         isinstance(row["valid_auc"], float) and math.isnan(row["valid_auc"]),
