@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 from . import __version__
-from .checks import check_choice, check_settings
+from .checks import check_settings
 from .errors import CourseLibError
 from .outputs import folder_lock
 from course_lib.runs import (
@@ -230,23 +230,24 @@ def _argument_checks(a) -> list:
     ]
 
 
-def _check_train_args(a) -> None:
-    "Refuse bad training arguments before any work starts."
-    from course_lib.engine import PRECISIONS
+def _check_train_args(a):
+    """Refuse bad training arguments before any work starts; returns the run's TrainConfig, the one settings
+    object every engine takes (chapter 03), checked when it is made."""
+    from course_lib.engine import TrainConfig
 
-    numbers = (
-        "epochs",
-        "accumulate",
-        "batch_size",
-        "img_size",
-        "lr",
-        "seed",
-        "num_workers",
-        "fold",
-        "devices",
+    cfg = TrainConfig(
+        epochs=a.epochs,
+        lr=a.lr,
+        precision=a.precision,
+        accumulate=a.accumulate,
+        channels_last=a.channels_last,
+        seed=a.seed,
+        checkpoint_dir=a.out / "checkpoints",
+        resume=a.resume,
+        compile=a.compile,
     )
-    check_settings(**{k: getattr(a, k) for k in numbers})  # the limits every engine shares
-    check_choice("precision", a.precision, PRECISIONS)
+    loader_settings = ("batch_size", "img_size", "num_workers", "fold", "devices")  # the loaders' and DDP's
+    check_settings(**{k: getattr(a, k) for k in loader_settings})  # the limits every engine shares
     for ok, msg in _argument_checks(a):
         if not ok:
             raise CourseLibError(msg)
@@ -261,12 +262,13 @@ def _check_train_args(a) -> None:
         from course_lib.xla import require_xla
 
         require_xla()
+    return cfg
 
 # %% ../nbs/99_cli.ipynb #c028b
-def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
+def _train_pytorch(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 03's fit, with chapter 09's Tracker."
     from course_lib.dataset import make_dataloaders
-    from course_lib.engine import TrainConfig, create_model, fit
+    from course_lib.engine import create_model, fit
     from course_lib.tracking import Tracker
 
     model = create_model(a.arch, pretrained)
@@ -275,14 +277,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
         history = fit(
             model,
             *loaders,
-            TrainConfig(
-                lr=a.lr,
-                seed=a.seed,
-                channels_last=a.channels_last,
-                compile=a.compile,
-                resume=a.resume,
-                **run_kw,
-            ),
+            cfg,
             config=run_settings(a),
             on_step=tracker.on_step,
             on_epoch_end=tracker.on_epoch_end,
@@ -291,7 +286,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     return history
 
 # %% ../nbs/99_cli.ipynb #c028d
-def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
+def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 04's fit_lightning, with chapter 09's WandbLogger."
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
     from course_lib.tracking import wandb_logger
@@ -303,7 +298,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     logger = wandb_logger(a.wandb_project, tracked_settings(a), a.wandb, name="lightning", save_dir=a.out)
     extra = {"logger": logger} if logger else {}
     try:
-        history = fit_lightning(module, datamodule, resume=a.resume, devices=a.devices, **run_kw, **extra)
+        history = fit_lightning(module, datamodule, cfg, devices=a.devices, **extra)
     except BaseException:
         if logger:
             logger.experiment.finish(exit_code=1)
@@ -313,7 +308,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
     return history
 
 # %% ../nbs/99_cli.ipynb #c028f
-def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
+def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 08's train_xla on the melanoma task, with chapter 09's xla_tracker."
     import functools
     from course_lib.tracking import resolve_mode, xla_tracker
@@ -335,12 +330,12 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, run_kw) -> dict:
         pretrained=pretrained,
         img_size=a.img_size,
         batch_size=a.batch_size,
-        epochs=a.epochs,
-        lr=a.lr,
-        precision=a.precision,
-        accumulate=a.accumulate,
+        epochs=cfg.epochs,
+        lr=cfg.lr,
+        precision=cfg.precision,
+        accumulate=cfg.accumulate,
         num_workers=a.num_workers,
-        seed=a.seed,
+        seed=cfg.seed,
         fold=a.fold,
         out=str(a.out),
         tracker=tracker,
@@ -351,7 +346,7 @@ def train(
     a,  # the parsed `course-lib train` arguments
 ) -> dict:
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
-    _check_train_args(a)
+    cfg = _check_train_args(a)
     from course_lib.data import add_folds, check_fold, sample_data_dir
     from course_lib.dataset import validate_table
     from course_lib.engine import seed_everything
@@ -373,21 +368,18 @@ def train(
         seed=a.seed,
         normalize_on_device=a.normalize_on_device is not False,
     )
-    run_kw = dict(
-        epochs=a.epochs, precision=a.precision, accumulate=a.accumulate, checkpoint_dir=a.out / "checkpoints"
-    )
     engine = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine]
     # W&B stages a copy of every logged checkpoint in its data folder (default: under the home folder) and
     # keeps an offline run's copies: they stay with the run
     os.environ.setdefault("WANDB_DATA_DIR", str((a.out / "wandb-data").resolve()))
     if not is_global_zero():  # a DDP process started by the first one, which holds OUT
         seed_everything(a.seed)
-        return engine(a, pretrained, df, data_dir, loader_kw, run_kw)
+        return engine(a, pretrained, df, data_dir, loader_kw, cfg)
     with folder_lock(a.out):
         start_run(a)
         write_json(a.out / CONFIG_FILE, run_settings(a))
         seed_everything(a.seed)
-        history = engine(a, pretrained, df, data_dir, loader_kw, run_kw)
+        history = engine(a, pretrained, df, data_dir, loader_kw, cfg)
         write_json(a.out / "metrics.json", history)
     return history
 

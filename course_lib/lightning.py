@@ -20,6 +20,7 @@ from .errors import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
 from course_lib.engine import (
     PRECISIONS,
+    TrainConfig,
     WeightedFocalLoss,
     check_finite_loss,
     epoch_row,
@@ -190,20 +191,19 @@ def lightning_precision(
 
 # %% ../nbs/04_lightning.ipynb #c015y
 def trainer_settings(
-    epochs: int = 5,  # the Trainer's max_epochs
-    precision: str = "32",  # the course's name: 32, 16-mixed or bf16-mixed
-    accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
-    patience: int = 3,  # epochs without AUC gain before stopping
-    checkpoint_dir=None,  # where best.ckpt and last.ckpt go; None: no checkpoints
-    progress: bool = True,  # show Lightning's progress bar
+    cfg: TrainConfig | None = None,  # chapter 03's settings, checked when made; None: TrainConfig()
     accelerator: str = "auto",  # "auto" picks a GPU when there is one
     devices: int = 1,  # one device unless you ask for DDP (below)
 ) -> dict:
-    "The keyword arguments `fit_lightning` gives `pl.Trainer`, plus the history callback under 'callbacks'."
-    check_settings(epochs=epochs, accumulate=accumulate, patience=patience, devices=devices)
+    """The keyword arguments `fit_lightning` gives `pl.Trainer`, plus the history callback under 'callbacks':
+    `cfg`'s epochs, precision, accumulate, patience, checkpoint_dir and progress, in Lightning's words."""
+    cfg = cfg or TrainConfig()
+    check_settings(devices=devices)  # the one setting TrainConfig does not hold
+    precision, checkpoint_dir = cfg.precision, cfg.checkpoint_dir
     if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
         precision = resolve_precision(precision, "cpu")  # as chapter 03's fit: fp16 is a GPU setting
-    callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=patience)]
+    stop = EarlyStopping(monitor="valid_auc", mode="max", patience=cfg.patience)
+    callbacks = [HistoryCallback(), stop]
     if checkpoint_dir:
         best = ModelCheckpoint(
             dirpath=checkpoint_dir,
@@ -222,14 +222,14 @@ def trainer_settings(
     return dict(
         accelerator=accelerator,
         devices=devices,
-        max_epochs=epochs,
+        max_epochs=cfg.epochs,
         precision=lightning_precision(precision, accelerator),
-        accumulate_grad_batches=accumulate,
+        accumulate_grad_batches=cfg.accumulate,
         callbacks=callbacks,
         logger=False,
         num_sanity_val_steps=0,
         enable_checkpointing=bool(checkpoint_dir),
-        enable_progress_bar=progress,
+        enable_progress_bar=cfg.progress,
         enable_model_summary=False,
     )
 
@@ -248,33 +248,19 @@ def _intact(
 
 
 def fit_lightning(
-    module,  # a MelanomaModule
+    module,  # a MelanomaModule: the model's own settings (lr, seed, channels_last, compile) are its hparams
     datamodule,  # a MelanomaDataModule
-    epochs: int = 5,  # the Trainer's max_epochs
-    precision: str = "32",  # one of PRECISIONS
-    accumulate: int = 1,  # micro-batches per optimizer step (chapter 06)
-    patience: int = 3,  # epochs without AUC gain before stopping
-    checkpoint_dir=None,  # where best.ckpt and last.ckpt go; None: no checkpoints
-    progress: bool = True,  # show Lightning's progress bar
-    resume: bool = False,  # continue from checkpoint_dir/last.ckpt
+    cfg: TrainConfig | None = None,  # the run's settings, as chapter 03's fit takes them; None: TrainConfig()
     **trainer_kw,  # more pl.Trainer arguments; devices=N (>1: one process per device with DDP), accelerator
 ) -> dict:
     "Fit `module` with a Lightning Trainer; returns the same history as chapter 03's `fit`."
-    if resume and not checkpoint_dir:
-        raise CourseLibError("resuming needs a checkpoint_dir")
+    cfg = cfg or TrainConfig()
     settings = trainer_settings(
-        epochs,
-        precision,
-        accumulate,
-        patience,
-        checkpoint_dir,
-        progress,
-        accelerator=trainer_kw.pop("accelerator", "auto"),
-        devices=trainer_kw.pop("devices", 1),
+        cfg, accelerator=trainer_kw.pop("accelerator", "auto"), devices=trainer_kw.pop("devices", 1)
     )
-    history = settings["callbacks"][0]
+    history, resume = settings["callbacks"][0], cfg.resume
     trainer = pl.Trainer(**{**settings, **trainer_kw})
-    last = Path(checkpoint_dir or ".") / "last.ckpt"
+    last = Path(cfg.checkpoint_dir or ".") / "last.ckpt"
     if resume and last.exists() and not _intact(last):
         raise CourseLibError(
             f"checkpoint {last} is damaged or not a course_lib checkpoint: restore it, or start again "

@@ -299,7 +299,9 @@ def test_fixable_images_are_converted_with_a_notice(convert, notice, data_copy, 
 
 @pytest.mark.parametrize("setting, value", [("epochs", 0), ("accumulate", -1), ("epochs", 2.5)])
 def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, sample_dir, tmp_path, capsys):
-    "The command line, and chapters 03's fit, 04's fit_lightning and 08's train_xla share one check."
+    """The command line, and chapters 03's fit, 04's fit_lightning and 08's train_xla share one check: the
+    settings object TrainConfig (the command line and fit_lightning take it), and XLA's flags against the same
+    table of limits."""
     from course_lib.engine import TrainConfig, fit
     from course_lib.errors import CourseLibError
     from course_lib.lightning import fit_lightning
@@ -307,7 +309,7 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
 
     engines = [
         lambda kw: fit(None, None, None, TrainConfig(**kw)),
-        lambda kw: fit_lightning(None, None, **kw),
+        lambda kw: fit_lightning(None, None, TrainConfig(**kw)),
         lambda kw: train_xla(**kw),
     ]
     lines = set()

@@ -190,11 +190,11 @@ def test_gpu_precision_follows_the_compute_capability(monkeypatch, capability, e
 
 CPU_CHOICE = """
 import torch
-from course_lib.engine import cpu_has_bf16, recommended_precision, resolve_precision
+from course_lib.engine import TrainConfig, cpu_has_bf16, recommended_precision, resolve_precision
 from course_lib.lightning import trainer_settings
 print(torch.backends.cpu.get_cpu_capability(), cpu_has_bf16(), recommended_precision("cpu"),
       resolve_precision("16-mixed", "cpu"),
-      trainer_settings(precision="16-mixed", accelerator="cpu")["precision"])
+      trainer_settings(TrainConfig(precision="16-mixed"), accelerator="cpu")["precision"])
 """
 
 

@@ -104,8 +104,8 @@ def test_lightning_fits_on_xla_cpu(lightning_fit):
 @pytest.mark.slow
 @pytest.mark.deep  # a second Lightning fit on XLA:CPU, in bf16: the deeper suite
 def test_lightning_fits_on_xla_cpu_in_bf16_true(lightning_fits):
-    """fit_lightning(precision='bf16-mixed') on an XLA accelerator asks for 'bf16-true', and the fit really
-    runs in bf16."""
+    """fit_lightning(TrainConfig(precision='bf16-mixed')) on an XLA accelerator asks for 'bf16-true', and the
+    fit really runs in bf16."""
     _, r, output = lightning_fits
     # what chapter 08 says about it: torch_xla honours XLA_USE_BF16 with a warning; Lightning calls
     # xm.mark_step

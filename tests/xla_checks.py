@@ -45,7 +45,7 @@ def _fit_module(out, where, accelerator, precision="32"):
     "Fit chapter 04's MelanomaModule, seeded, for 2 epochs; what it saw and how its weights moved."
     import pandas as pd
     from course_lib.data import add_folds, make_sample_dataset
-    from course_lib.engine import seed_everything
+    from course_lib.engine import TrainConfig, seed_everything
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
 
     data = make_sample_dataset(Path(out).parent / "sample", n=96, img_size=40, seed=3)
@@ -83,12 +83,11 @@ def _fit_module(out, where, accelerator, precision="32"):
     hist = fit_lightning(
         module,
         dm,
-        epochs=2,
-        precision=precision,
-        progress=False,
+        TrainConfig(
+            epochs=2, precision=precision, progress=False, checkpoint_dir=Path(out).parent / f"ckpt-{where}"
+        ),
         accelerator=accelerator,
         devices=1,
-        checkpoint_dir=Path(out).parent / f"ckpt-{where}",
     )
     moved = max(
         (v.cpu() - start[k]).abs().max().item()
