@@ -8,11 +8,10 @@ Docs: https://course-lib.github.io/course_lib/cli.html.md"""
 from __future__ import annotations
 import argparse
 import os
-import sys
 from pathlib import Path
 from . import __version__
 from .checks import check_settings
-from .errors import CourseLibError
+from .errors import CourseLibError, one_line_errors
 from .outputs import folder_lock
 from course_lib.runs import (
     CONFIG_FILE,
@@ -324,18 +323,14 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
             save_dir=str(a.out),
         )
     return train_xla(
+        cfg,
         task="melanoma",
         data_dir=str(data_dir),
         arch=a.arch,
         pretrained=pretrained,
         img_size=a.img_size,
         batch_size=a.batch_size,
-        epochs=cfg.epochs,
-        lr=cfg.lr,
-        precision=cfg.precision,
-        accumulate=cfg.accumulate,
         num_workers=a.num_workers,
-        seed=cfg.seed,
         fold=a.fold,
         out=str(a.out),
         tracker=tracker,
@@ -474,11 +469,4 @@ def main(
 ) -> int:
     "Entry point of `course-lib`: parse, dispatch, and turn a CourseLibError into one line on stderr."
     args = build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.cmd](args)
-    except CourseLibError as e:
-        print(f"course-lib: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("course-lib: interrupted", file=sys.stderr)
-        return 130
+    return one_line_errors("course-lib", lambda: COMMANDS[args.cmd](args))

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 from .checks import check_settings
 from .errors import CourseLibError
 from course_lib.engine import (
+    TrainConfig,
     WeightedFocalLoss,
     autocast,
     check_finite_loss,
@@ -31,8 +32,8 @@ from course_lib.engine import (
 )
 
 # %% auto #0
-__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'compile_count', 'XlaReplicas', 'Task', 'fashion_task', 'melanoma_task',
-           'EpochDistributedSampler', 'make_loaders', 'require_xla', 'xla_device_type', 'train_xla',
+__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'compile_count', 'XlaReplicas', 'Task', 'fashion_task',
+           'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'require_xla', 'xla_device_type', 'train_xla',
            'check_no_recompilation', 'xla_accelerator']
 
 # %% ../nbs/08_tpu.ipynb #c011
@@ -307,7 +308,7 @@ def _write_history(out: Path, metric: str, rows: list[dict]) -> None:
 
 # %% ../nbs/08_tpu.ipynb #c033
 XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16
-XLA_DEFAULTS = dict(  # every setting train_xla takes, with its default
+XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; the five from TrainConfig marked
     task="fashion",  # "fashion" (the post's FashionMNIST) or "melanoma" (chapters 02-03)
     data_dir=None,  # the data's folder; None: the course cache (fashion)
     smoke=False,  # fashion: a small generated set in the real file format
@@ -316,12 +317,12 @@ XLA_DEFAULTS = dict(  # every setting train_xla takes, with its default
     pretrained=False,  # start from ImageNet weights (chapter 03's create_model)
     img_size=128,  # pixels per side
     batch_size=128,  # per replica: the global batch is replicas x batch_size
-    epochs=2,
-    lr=1e-3,  # for one replica; _run multiplies it by the number of replicas
-    precision="32",  # "32" or "bf16-mixed" (torch.autocast("xla"))
-    accumulate=1,  # micro-batches per optimizer step (chapter 06)
+    epochs=2,  # TrainConfig
+    lr=1e-3,  # TrainConfig; for one replica: _run multiplies it by the number of replicas
+    precision="32",  # TrainConfig; "32" or "bf16-mixed" (torch.autocast("xla"))
+    accumulate=1,  # TrainConfig; micro-batches per optimizer step (chapter 06)
     num_workers=0,  # DataLoader worker processes per replica
-    seed=42,  # weights, shuffling and augmentations
+    seed=42,  # TrainConfig; weights, shuffling and augmentations
     fold=0,  # melanoma: the validation fold
     out="runs/xla",  # where xla_history.json and checkpoints/last.pt go
     tracker=None,  # chapter 09: a function (rank, world) -> a tracker, or None
@@ -347,25 +348,36 @@ def xla_device_type() -> str:
     return xr.device_type()
 
 
-def _check_flags(flags: dict) -> None:
-    "One clear error for a bad setting, before any process starts."
+FROM_CONFIG = ("epochs", "lr", "precision", "accumulate", "seed")  # what train_xla reads from its TrainConfig
+
+
+def _xla_flags(cfg: TrainConfig, flags: dict) -> dict:
+    "The replicas' settings: XLA_DEFAULTS, `flags` and `cfg`'s numbers; one clear error before any process."
     unknown = set(flags) - set(XLA_DEFAULTS)
     if unknown:
         raise CourseLibError(f"unknown setting(s) {', '.join(sorted(unknown))}")
+    if set(flags) & set(FROM_CONFIG):
+        name = sorted(set(flags) & set(FROM_CONFIG))[0]
+        raise CourseLibError(f"{name} is a TrainConfig setting: train_xla(TrainConfig({name}=...), ...)")
+    unsupported = [f for f in ("resume", "compile", "channels_last") if getattr(cfg, f)]
+    if unsupported:  # torch_xla compiles every step itself; its runs write no resumable checkpoint
+        raise CourseLibError(f"train_xla does not support TrainConfig({unsupported[0]}=True)")
+    flags = {**XLA_DEFAULTS, **flags, **{k: getattr(cfg, k) for k in FROM_CONFIG}}
     if flags["task"] not in TASKS:
         raise CourseLibError(f"unknown task {flags['task']!r}; choose one of {', '.join(TASKS)}")
     if flags["precision"] not in XLA_PRECISIONS:
         raise CourseLibError(f"--precision on XLA must be 32 or bf16-mixed, got {flags['precision']!r}")
-    numbers = ("epochs", "accumulate", "batch_size", "img_size", "lr", "seed", "num_workers", "fold")
-    check_settings(**{k: flags[k] for k in numbers})  # the limits every engine shares
+    check_settings(**{k: flags[k] for k in ("batch_size", "img_size", "num_workers", "fold")})
+    return flags
 
 
 def train_xla(
-    **flags,  # settings that replace XLA_DEFAULTS' values, by name
+    cfg: TrainConfig | None = None,  # epochs, lr, precision, accumulate, seed; None: 2 epochs at lr 1e-3
+    **flags,  # the XLA settings that replace XLA_DEFAULTS' values, by name (task, data_dir, arch, ...)
 ) -> dict:
     "Train on every XLA device with `torch_xla.launch`; returns the history (the other engines' format)."
-    flags = {**XLA_DEFAULTS, **flags}
-    _check_flags(flags)
+    cfg = cfg or TrainConfig(**{k: XLA_DEFAULTS[k] for k in FROM_CONFIG})
+    flags = _xla_flags(cfg, flags)
     print(f"XLA device type: {xla_device_type()}")
     import torch_xla
 

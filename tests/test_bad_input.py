@@ -310,7 +310,7 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
     engines = [
         lambda kw: fit(None, None, None, TrainConfig(**kw)),
         lambda kw: fit_lightning(None, None, TrainConfig(**kw)),
-        lambda kw: train_xla(**kw),
+        lambda kw: train_xla(TrainConfig(**kw)),
     ]
     lines = set()
     if isinstance(value, int):  # argparse itself refuses a non-integer --epochs
@@ -324,6 +324,32 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
             engine({setting: value})
         lines.add(str(e.value))
     assert lines == {f"--{setting} must be at least 1, got {value}"}, lines
+
+
+def test_train_xla_takes_the_shared_settings_from_its_trainconfig_only():
+    "The five shared numbers come from TrainConfig; XLA's own settings meet the same table of limits."
+    from course_lib.engine import TrainConfig
+    from course_lib.errors import CourseLibError
+    from course_lib.xla import train_xla
+
+    for call, line in (
+        (
+            lambda: train_xla(epochs=3),
+            "epochs is a TrainConfig setting: train_xla(TrainConfig(epochs=...), ...)",
+        ),
+        (
+            lambda: train_xla(TrainConfig(resume=True, checkpoint_dir="runs")),
+            "train_xla does not support TrainConfig(resume=True)",
+        ),
+        (lambda: train_xla(batch_size=0), "--batch-size must be at least 1, got 0"),
+        (
+            lambda: train_xla(TrainConfig(precision="16-mixed")),
+            "--precision on XLA must be 32 or bf16-mixed, got '16-mixed'",
+        ),
+    ):
+        with pytest.raises(CourseLibError) as e:
+            call()
+        assert str(e.value) == line
 
 
 @pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])

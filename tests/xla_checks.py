@@ -202,23 +202,23 @@ def replicas(out):
 def train(out):
     "train_xla as the course runs it: FashionMNIST in fp32 and bf16, the melanoma task for 2 epochs."
     from course_lib.data import make_sample_dataset
+    from course_lib.engine import TrainConfig
     from course_lib.xla import train_xla
 
     d = Path(out).parent
     data = make_sample_dataset(d / "sample", n=60, img_size=40, seed=1)
     runs = {}
-    for name, kw in (
-        ("fashion-32", dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16)),
-        (
-            "fashion-bf16",
-            dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16, precision="bf16-mixed"),
-        ),
+    for name, precision, kw in (
+        ("fashion-32", "32", dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16)),
+        ("fashion-bf16", "bf16-mixed", dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16)),
         (
             "melanoma",
+            "32",
             dict(task="melanoma", data_dir=str(data), arch="simple-cnn", img_size=16, num_workers=2),
         ),
     ):
-        runs[name] = train_xla(batch_size=16, epochs=2, out=str(d / name), **kw)
+        cfg = TrainConfig(epochs=2, lr=1e-3, precision=precision)
+        runs[name] = train_xla(cfg, batch_size=16, out=str(d / name), **kw)
     return runs
 
 

@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 from .. import __version__
-from ..errors import CourseLibError
+from ..errors import one_line_errors
 
 # %% auto #0
 __all__ = ['COMMANDS', 'build_parser', 'main']
@@ -150,12 +150,5 @@ def main(
 ) -> int:
     "Entry point of `course-book`: parse, dispatch, and turn a CourseLibError into one line on stderr."
     args = build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.cmd](args)
-    except CourseLibError as e:
-        print(f"course-book: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("course-book: interrupted", file=sys.stderr)
-        return 130
+    return one_line_errors("course-book", lambda: COMMANDS[args.cmd](args))
 
