@@ -14,7 +14,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from fastcore.basics import patch
 from torchmetrics.classification import BinaryAUROC
-from torchmetrics.utilities import dim_zero_cat
+from torchmetrics.utilities.data import dim_zero_cat  # torchmetrics 1.0 has it here only
 from .checks import check_choice, check_settings
 from .errors import CourseLibError
 from .dataset import make_dataloaders, normalize_batch

@@ -1576,6 +1576,16 @@ def tta_detached(model, x):
 
 
 @wrong(
+    "7.2",
+    "explain-not-a-backend",
+    "op_counts used torch._dynamo.explain: count the operations in a backend of your own",
+)
+def counts_by_explain(fn, x):
+    graphs = torch._dynamo.explain(fn)(x).graphs
+    return [sum(n.op not in ("placeholder", "output") for n in g.graph.nodes) for g in graphs]
+
+
+@wrong(
     "10.4",
     "writes-then-refuses",
     "a file was written before the ValueError: refuse a missing prediction before writing",
