@@ -585,9 +585,10 @@ def _navigation(
         text["chapters"]: [pg for pg, p in pages.items() if p in numbered],
         text["library"]: [pg for pg, p in pages.items() if p not in numbered and pg not in book]
         + ["api/index"],
-        text.get("more", ""): [p for p in extra if p not in CONTRIBUTOR_PAGES],
-        text.get("contributors", ""): [p for p in extra if p in CONTRIBUTOR_PAGES] + book,
     }
+    if "more" in text:  # the English site: a translation has no other pages and no book pages
+        sections[text["more"]] = [p for p in extra if p not in CONTRIBUTOR_PAGES]
+        sections[text["contributors"]] = [p for p in extra if p in CONTRIBUTOR_PAGES] + book
     return {c: [re.sub(r"\.(ipynb|md)$", "", p) for p in ps] for c, ps in sections.items() if ps}
 
 
