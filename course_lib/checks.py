@@ -12,7 +12,7 @@ from sklearn.utils import check_scalar
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['LIMITS', 'option', 'check_settings', 'check_choice']
+__all__ = ['LIMITS', 'option', 'check_settings', 'check_choice', 'read_table']
 
 # %% ../nbs/checks.ipynb #c004
 LIMITS = {  # setting: (int or real, lowest, highest, bounds allowed, what it must be)
@@ -64,3 +64,18 @@ def check_choice(
     "Refuse `value` unless it is one of `choices`, in one line that lists them."
     if value not in choices:
         raise CourseLibError(f"{option(name)} must be one of {', '.join(map(str, choices))}, got {value!r}")
+
+# %% ../nbs/checks.ipynb #k011
+def read_table(
+    path,  # a train.csv or test.csv
+):
+    "The CSV at `path` as a DataFrame; a file that is not UTF-8 CSV is a CourseLibError."
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise CourseLibError(f"{path} is not UTF-8 text: save it as UTF-8 CSV") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
+

@@ -10,17 +10,18 @@ import argparse
 import os
 from pathlib import Path
 from . import __version__
-from .checks import check_settings
+from .checks import check_settings, read_table
 from .errors import CourseLibError, one_line_errors
 from .outputs import folder_lock
 from course_lib.runs import (
     CONFIG_FILE,
     check_out_folder,
     check_pretrained,
+    describe_counts,
+    image_counts,
     check_resume_settings,
     run_settings,
     is_global_zero,
-    read_table,
     start_run,
     tracked_settings,
     write_json,
@@ -96,8 +97,9 @@ def _train_parser(sub):
     )
     t.add_argument(
         "--arch",
-        default="efficientnet-b0",
-        help="efficientnet-b0..b7 or resnet18/34/50 (default: efficientnet-b0)",
+        default="efficientnet_b0",
+        help="torchvision's efficientnet_b0 or resnet18/34/50, the post's efficientnet-b0..b7 "
+        "(efficientnet_pytorch), simple-cnn, or timm/NAME for any timm model (default: efficientnet_b0)",
     )
     _add_training_options(t)
     _add_run_options(t)
@@ -187,11 +189,9 @@ def _add_run_options(t) -> None:
 # %% ../nbs/99_cli.ipynb #c027
 def _argument_checks(a) -> list:
     "(holds, message) for each rule that ties the training arguments to each other or to the disk."
-    from course_lib.engine import ARCHS
     from course_lib.xla import XLA_PRECISIONS
 
     return [
-        (a.arch in ARCHS, f"unknown --arch {a.arch!r}; choose one of {', '.join(ARCHS)}"),
         (a.data is None or a.data.is_dir(), f"--data {a.data} is not a folder"),
         (
             a.data is None or (a.data / "train.csv").is_file(),
@@ -232,7 +232,7 @@ def _argument_checks(a) -> list:
 def _check_train_args(a):
     """Refuse bad training arguments before any work starts; returns the run's TrainConfig, the one settings
     object every engine takes (chapter 03), checked when it is made."""
-    from course_lib.engine import TrainConfig
+    from course_lib.engine import TrainConfig, check_arch
 
     cfg = TrainConfig(
         epochs=a.epochs,
@@ -247,6 +247,7 @@ def _check_train_args(a):
     )
     loader_settings = ("batch_size", "img_size", "num_workers", "fold", "devices")  # the loaders' and DDP's
     check_settings(**{k: getattr(a, k) for k in loader_settings})  # the limits every engine shares
+    check_arch(a.arch)
     for ok, msg in _argument_checks(a):
         if not ok:
             raise CourseLibError(msg)
@@ -342,19 +343,19 @@ def train(
 ) -> dict:
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
     cfg = _check_train_args(a)
-    from course_lib.data import add_folds, check_fold, sample_data_dir
+    from course_lib.data import add_folds, check_fold, drop_duplicate_photos, sample_data_dir
     from course_lib.dataset import validate_table
     from course_lib.engine import seed_everything
 
     pretrained = check_pretrained(a)
     data_dir = a.data or sample_data_dir()
-    table = validate_table(
-        read_table(data_dir / "train.csv"), data_dir
-    )  # columns, labels, paths, every image: once
+    raw = read_table(data_dir / "train.csv")
+    table = validate_table(drop_duplicate_photos(raw, verbose=False), data_dir)  # every image, once
     if "patient_id" not in table.columns:
         raise CourseLibError("train.csv lacks column patient_id (needed for grouped folds)")
     df = add_folds(table, seed=a.seed)
     check_fold(df, a.fold)  # it exists, and its validation images hold both classes
+    images = image_counts(df, a.fold, len(raw))
     loader_kw = dict(
         fold=a.fold,
         img_size=a.img_size,
@@ -370,9 +371,10 @@ def train(
     if not is_global_zero():  # a DDP process started by the first one, which holds OUT
         seed_everything(a.seed)
         return engine(a, pretrained, df, data_dir, loader_kw, cfg)
+    print(describe_counts(images))
     with folder_lock(a.out):
         start_run(a)
-        write_json(a.out / CONFIG_FILE, run_settings(a))
+        write_json(a.out / CONFIG_FILE, {**run_settings(a), **images})
         seed_everything(a.seed)
         history = engine(a, pretrained, df, data_dir, loader_kw, cfg)
         write_json(a.out / "metrics.json", history)

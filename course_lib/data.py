@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFilter
-from .checks import check_settings
+from .checks import check_settings, read_table
 from .errors import CourseLibError  # also importable from here, as before
 from .outputs import check_folder, claim_folder, folder_kind
 
 # %% auto #0
-__all__ = ['KAGGLE_COLUMNS', 'TEST_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'SAMPLE_VERSION', 'SMOKE_SAMPLE_SIZE',
+__all__ = ['KAGGLE_COLUMNS', 'TEST_COLUMNS', 'KAGGLE_DATASETS', 'KAGGLE_HELP', 'DUPLICATE', 'SAMPLE_VERSION', 'SMOKE_SAMPLE_SIZE',
            'FASHION_CLASSES', 'find_kaggle_credentials', 'download_kaggle', 'make_lesion_image', 'sample_table',
            'write_sample_image', 'make_sample_dataset', 'cache_dir', 'sample_data_dir', 'get_data_dir',
-           'show_image_grid', 'add_folds', 'check_fold', 'check_no_leakage', 'plot_fold_balance',
-           'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
+           'drop_duplicate_photos', 'read_train_table', 'show_image_grid', 'add_folds', 'check_fold',
+           'check_no_leakage', 'plot_fold_balance', 'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
 
 # %% ../nbs/01_data.ipynb #c007
 KAGGLE_COLUMNS = [
@@ -153,20 +153,38 @@ def make_lesion_image(
 # %% ../nbs/01_data.ipynb #c018
 _SITES = ["torso", "lower extremity", "upper extremity", "head/neck", "palms/soles", "oral/genital", None]
 _BENIGN_DIAGNOSES = ["unknown", "unknown", "unknown", "nevus", "seborrheic keratosis", "lentigo NOS"]
+_PHOTO_SIZES = [(6000, 4000), (4288, 2848), (3264, 2448), (1872, 1053), (1024, 768), (640, 480)]  # cameras'
+DUPLICATE = -1  # the tfrecord of a photo the data set's author found twice: the copy is marked, not removed
+
+
+def _patient_metadata(rng) -> tuple:
+    "One patient's sex and age; about one patient in 20 has each one missing, as on the real table."
+    sex = None if rng.random() < 0.05 else str(rng.choice(["male", "female"]))
+    age = float("nan") if rng.random() < 0.05 else float(5 * rng.integers(4, 18))
+    return sex, age
+
+
+def _mark_duplicates(rows: list, n_dup: int) -> None:
+    "Turn `n_dup` rows into copies of the row before them (same patient, same photo), with tfrecord -1."
+    same_patient = [i for i in range(1, len(rows)) if rows[i]["patient_id"] == rows[i - 1]["patient_id"]]
+    for i in same_patient[::3][:n_dup]:  # every third candidate: never a copy of a copy
+        rows[i] = {**rows[i - 1], "image_name": rows[i]["image_name"], "tfrecord": DUPLICATE}
 
 
 def sample_table(
     n: int,  # how many rows
-    size: int,  # the width and height every row records
     pos_rate: float,  # fraction of malignant rows
     rng,  # a numpy Generator
     start: int = 0,  # the first image's and patient's number: a test set starts after the training set
+    duplicates: bool = True,  # mark about one row in 75 a duplicate photo (tfrecord -1), as the real table
 ) -> pd.DataFrame:
-    "The train.csv rows of a generated set of `n` images (Kaggle columns and dtypes)."
+    """The train.csv rows of a generated set of `n` images (Kaggle columns and dtypes), with the real table's
+    quirks: duplicate photos, the original photographs' width and height, and empty metadata cells."""
     rows, patient = [], start
     while len(rows) < n:
         patient += 1
-        sex, age = rng.choice(["male", "female"]), float(5 * rng.integers(4, 18))
+        sex, age = _patient_metadata(rng)
+        width, height = _PHOTO_SIZES[rng.integers(len(_PHOTO_SIZES))]
         for _ in range(min(int(rng.integers(1, 9)), n - len(rows))):
             target = int(rng.random() < pos_rate)
             rows.append(
@@ -182,10 +200,12 @@ def sample_table(
                     benign_malignant="malignant" if target else "benign",
                     target=target,
                     tfrecord=(patient - start - 1) % 15,  # like the author's folds: one per patient
-                    width=size,
-                    height=size,
+                    width=width,
+                    height=height,
                 )
             )
+    if duplicates:
+        _mark_duplicates(rows, n // 75)
     return pd.DataFrame(rows, columns=KAGGLE_COLUMNS)
 
 # %% ../nbs/01_data.ipynb #c019
@@ -205,7 +225,7 @@ def write_sample_image(
 
 def _write_test_set(folder: Path, n: int, img_size: int, pos_rate: float, seed: int, start: int) -> None:
     "test.csv (Kaggle's test columns: no labels) and test/*.jpg: images the training set does not hold."
-    df = sample_table(n, img_size, pos_rate, np.random.default_rng(seed + 1), start=start)
+    df = sample_table(n, pos_rate, np.random.default_rng(seed + 1), start=start, duplicates=False)
     (folder / "test").mkdir()
     for i, row in enumerate(df.itertuples()):
         write_sample_image(folder / "test", start + i, row.image_name, row.target, img_size, seed)
@@ -226,7 +246,7 @@ def make_sample_dataset(
     sample set, or any folder with `overwrite`."""
     check_settings(n=n, img_size=img_size, pos_rate=pos_rate, seed=seed)
     out, rng = check_folder(out, "sample", overwrite), np.random.default_rng(seed)
-    df = sample_table(n, img_size, pos_rate, rng)
+    df = sample_table(n, pos_rate, rng)
     out.parent.mkdir(parents=True, exist_ok=True)
     # built beside its destination, so the final moves stay on one file system (/tmp may be another, e.g. a
     # tmpfs); removed however the writing ends
@@ -238,8 +258,9 @@ def make_sample_dataset(
             from tqdm.auto import tqdm
 
             rows = tqdm(rows, total=len(df), desc="writing JPEGs", unit="img")
-        for i, row in enumerate(rows):
-            write_sample_image(tmp / "train", i, row.image_name, row.target, img_size, seed)
+        for i, row in enumerate(rows):  # a duplicate gets the pixels of the photo it copies
+            source = i - 1 if row.tfrecord == DUPLICATE else i
+            write_sample_image(tmp / "train", source, row.image_name, row.target, img_size, seed)
         df.to_csv(tmp / "train.csv", index=False)
         _write_test_set(tmp, max(1, n // 5), img_size, pos_rate, seed, start=n)
         claim_folder(out, "sample", overwrite)
@@ -255,9 +276,9 @@ def make_sample_dataset(
     return out
 
 # %% ../nbs/01_data.ipynb #c023
-SAMPLE_VERSION = (
-    3  # 3: with a test set; part of the cache folder's name: a changed generator never reuses an old set
-)
+# part of the cache folder's name, so a changed generator never reuses an old set. 3: a test set; 4: the real
+# table's quirks (duplicate photos, the originals' width and height, empty metadata)
+SAMPLE_VERSION = 4
 
 
 def cache_dir() -> Path:
@@ -300,6 +321,30 @@ def get_data_dir(
     if smoke:
         sample_kw = {"n": SMOKE_SAMPLE_SIZE, **sample_kw}
     return sample_data_dir(**sample_kw)
+
+# %% ../nbs/01_data.ipynb #c026d
+def drop_duplicate_photos(
+    df: pd.DataFrame,  # a train.csv table
+    verbose: bool = True,  # print how many rows were left out
+) -> pd.DataFrame:
+    "`df` without the photos the data set's author marked as duplicates (tfrecord -1), renumbered from 0."
+    if "tfrecord" not in df.columns:  # a table of your own: nothing is marked
+        return df
+    copy = pd.to_numeric(df.tfrecord, errors="coerce") == DUPLICATE
+    if verbose and copy.any():
+        print(
+            f"left out {copy.sum():,} duplicate photos (tfrecord = {DUPLICATE}) of {len(df):,} rows: "
+            f"{(~copy).sum():,} images remain"
+        )
+    return df[~copy].reset_index(drop=True)
+
+
+def read_train_table(
+    data_dir,  # a folder in the Kaggle layout
+    verbose: bool = True,  # print how many duplicate photos were left out
+) -> pd.DataFrame:
+    "`data_dir`/train.csv without its duplicate photos: the table every later chapter trains on."
+    return drop_duplicate_photos(read_table(Path(data_dir) / "train.csv"), verbose)
 
 # %% ../nbs/01_data.ipynb #c030
 def show_image_grid(

@@ -22,17 +22,35 @@ from .errors import CourseLibError
 from .dataset import normalize_batch
 
 # %% auto #0
-__all__ = ['EFFICIENTNETS', 'TORCHVISION_ARCHS', 'SMALL_ARCHS', 'ARCHS', 'PRECISIONS', 'simple_cnn', 'create_model',
-           'WeightedFocalLoss', 'seed_everything', 'autocast', 'cpu_has_bf16', 'recommended_precision',
+__all__ = ['TORCHVISION_ARCHS', 'EFFICIENTNETS', 'SMALL_ARCHS', 'ARCHS', 'TIMM_PREFIX', 'PRECISIONS', 'check_arch', 'simple_cnn',
+           'create_model', 'WeightedFocalLoss', 'seed_everything', 'autocast', 'cpu_has_bf16', 'recommended_precision',
            'resolve_precision', 'check_finite_loss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc',
            'evaluate', 'save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'epoch_row', 'history_dict',
            'FitState', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c007
+TORCHVISION_ARCHS = ("efficientnet_b0", "resnet18", "resnet34", "resnet50")  # torchvision.models: the default
 EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
-TORCHVISION_ARCHS = ("efficientnet_b0", "resnet18", "resnet34", "resnet50")  # torchvision.models
 SMALL_ARCHS = ("simple-cnn",)  # a four-layer CNN without pretrained weights: seconds per epoch on a CPU
-ARCHS = EFFICIENTNETS + TORCHVISION_ARCHS + SMALL_ARCHS
+ARCHS = TORCHVISION_ARCHS + EFFICIENTNETS + SMALL_ARCHS
+TIMM_PREFIX = "timm/"  # any timm model by name, e.g. timm/efficientnet_b0: Colab and Kaggle preinstall timm
+
+
+def check_arch(
+    arch: str,  # one of ARCHS, or timm/<a timm model name>
+) -> None:
+    "Refuse an architecture create_model cannot build, in one line that lists the choices."
+    if arch.startswith(TIMM_PREFIX):
+        try:
+            import timm
+        except ImportError:
+            raise CourseLibError(f"--arch {arch} needs timm: pip install timm") from None
+        name = arch[len(TIMM_PREFIX) :]
+        if not timm.is_model(name):
+            raise CourseLibError(f"timm has no model {name!r} (timm.list_models() lists them)")
+    elif arch not in ARCHS:
+        choices = f"{', '.join(ARCHS)}, or {TIMM_PREFIX}<name>"
+        raise CourseLibError(f"unknown --arch {arch!r}; choose one of {choices}")
 
 # %% ../nbs/03_pytorch_loop.ipynb #c008
 def _no_weights(arch: str, error: Exception, allow_random_init: bool) -> None:
@@ -85,15 +103,29 @@ def simple_cnn(
     )
 
 
+def _timm_model(arch: str, pretrained: bool, num_classes: int, allow_random_init: bool) -> nn.Module:
+    "A timm model (`timm/<name>`) with a `num_classes`-logit head; weights from the Hugging Face Hub."
+    import timm
+
+    name = arch[len(TIMM_PREFIX) :]
+    if pretrained:
+        try:
+            return timm.create_model(name, pretrained=True, num_classes=num_classes)
+        except Exception as e:
+            _no_weights(arch, e, allow_random_init)
+    return timm.create_model(name, pretrained=False, num_classes=num_classes)
+
+
 def create_model(
-    arch: str = "efficientnet-b0",  # one of ARCHS
+    arch: str = "efficientnet_b0",  # one of ARCHS (torchvision's EfficientNet-B0 by default), or timm/<name>
     pretrained: bool = False,  # ImageNet weights (downloaded once, then cached)
     num_classes: int = 1,  # outputs of the new head
-    allow_random_init: bool = False,  # when the weights cannot be loaded: random weights instead of an error
+    allow_random_init: bool = False,  # no weights to load: random ones instead of an error
 ) -> nn.Module:
-    "EfficientNet (either package), a torchvision ResNet or simple-cnn, with a `num_classes`-logit head."
-    if arch not in ARCHS:
-        raise CourseLibError(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
+    "EfficientNet (torchvision's or the post's), a ResNet, a timm model or simple-cnn, with a new head."
+    check_arch(arch)
+    if arch.startswith(TIMM_PREFIX):
+        return _timm_model(arch, pretrained, num_classes, allow_random_init)
     if arch in SMALL_ARCHS:
         if pretrained and not allow_random_init:
             raise CourseLibError(f"--arch {arch} has no pretrained weights: train it without --pretrained")

@@ -41,7 +41,7 @@ class MelanomaModule(pl.LightningModule):
 
     def __init__(
         self,
-        arch: str = "efficientnet-b0",  # one of chapter 03's ARCHS
+        arch: str = "efficientnet_b0",  # one of chapter 03's ARCHS, or timm/<name>
         pretrained: bool = False,  # ImageNet weights
         lr: float = 5e-4,  # Adam's learning rate
         alpha: float = 0.25,  # the focal loss's class weight (chapter 03)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .dataset import MelanomaDataset, get_transforms, normalize_batch
-from .engine import ARCHS, create_model, load_checkpoint, uncompiled_state_dict
+from .engine import ARCHS, TIMM_PREFIX, create_model, load_checkpoint, uncompiled_state_dict
 from .errors import CourseLibError
 
 # %% auto #0
@@ -48,7 +48,7 @@ def load_model(
     ckpt = load_checkpoint(path)
     weights, stored = _weights_and_arch(ckpt, path)
     arch = stored or arch
-    if arch not in ARCHS:
+    if arch not in ARCHS and not str(arch).startswith(TIMM_PREFIX):
         raise CourseLibError(f"{path} does not name its architecture: pass arch= (one of {', '.join(ARCHS)})")
     model = create_model(arch)
     try:

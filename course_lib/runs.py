@@ -15,24 +15,11 @@ from .errors import CourseLibError
 from .outputs import check_folder, check_free, claim_folder, write_text_atomic
 
 # %% auto #0
-__all__ = ['CONFIG_FILE', 'RUN_FILES', 'RESUME_MAY_CHANGE', 'read_table', 'run_settings', 'tracked_settings', 'check_out_folder',
-           'start_run', 'check_resume_settings', 'is_global_zero', 'write_json', 'check_pretrained']
+__all__ = ['CONFIG_FILE', 'RUN_FILES', 'RESUME_MAY_CHANGE', 'run_settings', 'tracked_settings', 'check_out_folder', 'start_run',
+           'check_resume_settings', 'is_global_zero', 'write_json', 'check_pretrained', 'image_counts',
+           'describe_counts']
 
 # %% ../nbs/runs.ipynb #c028
-def read_table(
-    path: Path,  # a train.csv
-):
-    "train.csv as a DataFrame; a file that is not UTF-8 CSV is a CourseLibError."
-    import pandas as pd
-
-    try:
-        return pd.read_csv(path)
-    except UnicodeDecodeError:
-        raise CourseLibError(f"{path} is not UTF-8 text: save it as UTF-8 CSV") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
-
-
 def run_settings(
     a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
 ) -> dict:
@@ -100,6 +87,9 @@ RESUME_MAY_CHANGE = (
     "wandb_project",
     "allow_random_init",
     "compile",  # compiled and eager runs save the same weights, so either resumes the other (chapter 07)
+    "n_train",  # the image counts below: read from the data, which --data and --fold already name
+    "n_valid",
+    "left_out",
 )
 
 
@@ -198,3 +188,23 @@ def check_pretrained(
         print(f"notice: no pretrained {a.arch} weights; starting from random weights (--allow-random-init)")
         return False
     return True
+
+# %% ../nbs/runs.ipynb #m006
+def image_counts(
+    df,  # the training table with its fold column, duplicate photos already left out
+    fold: int,  # the validation fold
+    n_rows: int,  # the rows train.csv holds, before anything was left out
+) -> dict:
+    "n_train and n_valid, the images of the fold's two loaders, and what was left out of train.csv, and why."
+    n_valid = int((df.fold == fold).sum())
+    left_out = {"duplicate photos (tfrecord = -1)": n_rows - len(df)}
+    return {"n_train": len(df) - n_valid, "n_valid": n_valid, "left_out": left_out}
+
+
+def describe_counts(
+    images: dict,  # from image_counts
+) -> str:
+    "The one line `course-lib train` prints about its images."
+    line = f"images: {images['n_train']:,} to train, {images['n_valid']:,} to validate"
+    left = [f"{n:,} {why}" for why, n in images["left_out"].items() if n]
+    return line + (f"; left out {', '.join(left)}" if left else "")

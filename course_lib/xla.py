@@ -116,12 +116,11 @@ def melanoma_task(
     flags: dict,  # train_xla's settings (XLA_DEFAULTS)
 ) -> Task:
     "Chapters 02-03's melanoma data (one fold), model and focal loss; ROC AUC."
-    import pandas as pd
-    from course_lib.data import add_folds
+    from course_lib.data import add_folds, read_train_table
     from course_lib.dataset import MelanomaDataset, get_transforms, image_path
 
     d = Path(flags["data_dir"])
-    df = add_folds(pd.read_csv(d / "train.csv"), seed=flags["seed"])
+    df = add_folds(read_train_table(d, verbose=False), seed=flags["seed"])
     datasets = []
     for train in (True, False):
         part = df[(df.fold != flags["fold"]) if train else (df.fold == flags["fold"])]

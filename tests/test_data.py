@@ -17,8 +17,29 @@ def test_sample_has_exact_kaggle_layout(sample_dir):
     assert len(df) == 120 and df.image_name.is_unique
     for name, w, h in zip(df.image_name, df.width, df.height):
         with Image.open(sample_dir / "train" / f"{name}.jpg") as im:
-            assert im.format == "JPEG" and im.mode == "RGB" and im.size == (w, h) == (48, 48)
+            assert im.format == "JPEG" and im.mode == "RGB" and im.size == (48, 48) != (w, h)
     assert set(df.target) == {0, 1}
+
+
+def test_sample_has_the_real_tables_quirks(sample_dir):
+    """Duplicate photos marked tfrecord -1 (a copy of the row before, same patient and pixels), the original
+    photographs' width and height, and empty metadata cells, as on the real train.csv."""
+    df = pd.read_csv(sample_dir / "train.csv")
+    copies = df.index[df.tfrecord == data.DUPLICATE]
+    assert len(copies) == 120 // 75
+    for i in copies:
+        before = df.loc[i - 1]
+        assert df.patient_id[i] == before.patient_id and df.target[i] == before.target
+        copy, original = (sample_dir / "train" / f"{n}.jpg" for n in (df.image_name[i], before.image_name))
+        assert copy.read_bytes() == original.read_bytes()
+    assert set(zip(df.width, df.height)) <= set(data._PHOTO_SIZES)
+    big = data.sample_table(2000, 0.2, np.random.default_rng(0))
+    assert big[["sex", "age_approx", "anatom_site_general_challenge"]].isna().any().all()
+    assert (big.tfrecord == -1).sum() == 2000 // 75
+    kept = data.drop_duplicate_photos(big, verbose=False)
+    data.check_no_leakage(kept.assign(fold=kept.tfrecord))
+    with pytest.raises(CourseLibError, match="patients appear in several folds"):
+        data.check_no_leakage(big.assign(fold=big.tfrecord))
     assert (df.benign_malignant == np.where(df.target == 1, "malignant", "benign")).all()
     assert df.groupby("patient_id").size().max() > 1, "several images per patient"
 
