@@ -125,6 +125,13 @@ def _add_training_options(t) -> None:
     )
     t.add_argument("--fold", type=int, default=0, help="validation fold, 0..4 (default: 0)")
     t.add_argument(
+        "--augmentations",
+        choices=("torchvision", "albumentations"),
+        default="torchvision",
+        help="the augmentation pipeline's library: torchvision.transforms.v2, or the post's albumentations "
+        "(chapter 02; default: torchvision)",
+    )
+    t.add_argument(
         "--seed", type=int, default=42, help="seed for folds, weights, order and augmentation (default: 42)"
     )
     t.add_argument(
@@ -156,7 +163,7 @@ def _add_run_options(t) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="workers send uint8 images, normalised on the device (the default of the pytorch and "
-        "lightning engines); --no-normalize-on-device: float32 from A.Normalize in the workers (chapter 02)",
+        "lightning engines); --no-normalize-on-device: float32, normalised in the workers (chapter 02)",
     )
     t.add_argument(
         "--out",
@@ -333,6 +340,7 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
         batch_size=a.batch_size,
         num_workers=a.num_workers,
         fold=a.fold,
+        augmentations=a.augmentations,
         out=str(a.out),
         tracker=tracker,
     )
@@ -363,6 +371,7 @@ def train(
         num_workers=a.num_workers,
         seed=a.seed,
         normalize_on_device=a.normalize_on_device is not False,
+        augmentations=a.augmentations,
     )
     engine = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine]
     # W&B stages a copy of every logged checkpoint in its data folder (default: under the home folder) and

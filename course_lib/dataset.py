@@ -1,4 +1,4 @@
-"""A `MelanomaDataset` with albumentations, DataLoaders, and a table check that fails before training, not in a worker mid-epoch.
+"""A `MelanomaDataset` with the post's albumentations pipeline and the same in torchvision.transforms.v2, DataLoaders, and a table check that fails before training, not in a worker mid-epoch.
 
 Docs: https://course-lib.github.io/course_lib/dataset.html.md"""
 
@@ -20,9 +20,10 @@ from .errors import CourseLibError
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 # %% auto #0
-__all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'image_path', 'load_image', 'check_image', 'validate_table',
-           'seed_augmentations', 'MelanomaDataset', 'get_transforms', 'normalize_batch', 'EpochShuffleSampler',
-           'make_dataloaders']
+__all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'AUGMENTATION_LIBRARIES', 'image_path', 'load_image',
+           'check_image', 'validate_table', 'seed_augmentations', 'augment', 'MelanomaDataset',
+           'albumentations_transforms', 'torchvision_transforms', 'get_transforms', 'normalize_batch',
+           'EpochShuffleSampler', 'make_dataloaders']
 
 # %% ../nbs/02_dataset.ipynb #c007
 REQUIRED_COLUMNS = ("image_name", "target")
@@ -152,15 +153,34 @@ def seed_augmentations(
     python_generator = random.Random(key)
     augmentations.set_random_state(numpy_generator, python_generator)
 
+
+def augment(
+    augmentations,  # an albumentations Compose, or a torchvision.transforms.v2 pipeline (below)
+    image: np.ndarray,  # an RGB uint8 image, (height, width, 3)
+    key: int | None = None,  # this image's seed; None: the pipeline's own random state
+):
+    """`image` through either library's pipeline, seeded from `key` alone when one is given. torchvision's
+    transforms draw from torch's global generator: it is forked, seeded and restored, so nothing else
+    moves."""
+    if hasattr(augmentations, "set_random_state"):  # albumentations: called with image=, returns a dict
+        if key is not None:
+            seed_augmentations(augmentations, key)
+        return augmentations(image=image)["image"]
+    if key is None:
+        return augmentations(image)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(key)
+        return augmentations(image)
+
 # %% ../nbs/02_dataset.ipynb #c012
 class MelanomaDataset(torch.utils.data.Dataset):
-    "Image paths + targets + an albumentations pipeline -> (image tensor CHW, float target [1])."
+    "Image paths + targets + an augmentation pipeline -> (image tensor CHW, float target [1])."
 
     def __init__(
         self,
         image_paths,  # one image file per item
         targets,  # one 0/1 label per item
-        augmentations=None,  # an albumentations pipeline, or None for the decoded image
+        augmentations=None,  # a torchvision or albumentations pipeline; None: the decoded image
         seed: int = 0,  # with an (epoch, index) key, seeds the augmentations
     ):
         self.image_paths = list(image_paths)
@@ -172,14 +192,13 @@ class MelanomaDataset(torch.utils.data.Dataset):
         return len(self.image_paths)
 
     def __getitem__(self, idx):
+        key = None
         if isinstance(idx, tuple):  # fix 4: an (epoch, index) key seeds this image's augmentations
             epoch, idx = idx
-            if self.augmentations is not None:
-                key = (self.seed * 1_000_003 + epoch) * 10_000_019 + idx
-                seed_augmentations(self.augmentations, key)
+            key = (self.seed * 1_000_003 + epoch) * 10_000_019 + idx
         image = load_image(self.image_paths[idx])  # fix 2: always RGB
         if self.augmentations is not None:
-            image = self.augmentations(image=image)["image"]
+            image = augment(self.augmentations, image, key)
         target = torch.tensor([self.targets[idx]], dtype=torch.float32)  # fix 3: a float of shape [1]
         return image, target
 
@@ -187,14 +206,14 @@ class MelanomaDataset(torch.utils.data.Dataset):
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # A.Normalize's defaults
 
 
-def get_transforms(
+def albumentations_transforms(
     img_size: int = 128,  # the side of the crop, in pixels
     train: bool = True,  # random crop and flips; else a centre crop
     seed: int | None = None,  # seeds the random transforms; None: unseeded
     normalize: bool = True,  # A.Normalize in the pipeline; False: uint8 tensors
 ):
-    """The albumentations pipeline: resize, random crop + flips (train) or centre crop (valid), normalise,
-    to tensor."""
+    """The post's pipeline in albumentations: resize, random crop + flips (train) or centre crop (valid),
+    normalise, to tensor."""
     import albumentations as A
     from albumentations.pytorch import ToTensorV2
 
@@ -208,6 +227,48 @@ def get_transforms(
         [A.Normalize(IMAGENET_MEAN, IMAGENET_STD)] if normalize else []
     )  # without it: uint8 tensors (see below)
     return A.Compose([resize, *crop, *norm, ToTensorV2()], seed=seed)
+
+# %% ../nbs/02_dataset.ipynb #c015t1
+AUGMENTATION_LIBRARIES = ("torchvision", "albumentations")  # the default first; albumentations: the post's
+
+
+def _normalize_image(x: torch.Tensor) -> torch.Tensor:
+    "One uint8 (3, H, W) image normalised as A.Normalize does (normalize_batch, below, on a batch of one)."
+    return normalize_batch(x[None])[0]
+
+
+def torchvision_transforms(
+    img_size: int = 128,  # the side of the crop, in pixels
+    train: bool = True,  # random crop and flips; else a centre crop
+    normalize: bool = True,  # normalise in the pipeline; False: uint8 tensors
+):
+    "The post's pipeline in torchvision.transforms.v2: the same steps as albumentations_transforms."
+    from torchvision.transforms import v2
+
+    side = img_size * 9 // 8
+    crop = (
+        [v2.RandomCrop(img_size), v2.RandomHorizontalFlip(), v2.RandomVerticalFlip()]
+        if train
+        else [v2.CenterCrop(img_size)]
+    )
+    norm = [v2.Lambda(_normalize_image)] if normalize else []
+    return v2.Compose([v2.ToImage(), v2.Resize((side, side)), *crop, v2.ToPureTensor(), *norm])
+
+
+def get_transforms(
+    img_size: int = 128,  # the side of the crop, in pixels
+    train: bool = True,  # random crop and flips; else a centre crop
+    seed: int | None = None,  # albumentations: seeds its Compose; torchvision draws from torch's generator
+    normalize: bool = True,  # normalise in the pipeline; False: uint8 tensors
+    library: str = "torchvision",  # one of AUGMENTATION_LIBRARIES
+):
+    "The course's augmentations, from torchvision (the default) or albumentations (the post's)."
+    if library not in AUGMENTATION_LIBRARIES:
+        choices = ", ".join(AUGMENTATION_LIBRARIES)
+        raise CourseLibError(f"--augmentations must be one of {choices}, got {library!r}")
+    if library == "albumentations":
+        return albumentations_transforms(img_size, train, seed, normalize)
+    return torchvision_transforms(img_size, train, normalize)
 
 # %% ../nbs/02_dataset.ipynb #c015b
 def normalize_batch(
@@ -265,6 +326,7 @@ def make_dataloaders(
     seed: int = 42,  # the order and the augmentations depend on it
     check_images: bool = True,  # validate_table opens every image first
     normalize_on_device: bool = True,  # uint8 batches, normalised by the engine; False: float32
+    augmentations: str = "torchvision",  # the pipeline's library: one of AUGMENTATION_LIBRARIES
 ):
     """Train and valid DataLoaders for `fold` of `df` (needs a `fold` column), after `validate_table`;
     uint8 batches unless `normalize_on_device=False`."""
@@ -279,7 +341,7 @@ def make_dataloaders(
         ds = MelanomaDataset(
             [image_path(data_dir, n) for n in part.image_name],
             part.target,
-            get_transforms(img_size, train, seed, normalize=not normalize_on_device),
+            get_transforms(img_size, train, seed, not normalize_on_device, augmentations),
             seed=seed,
         )
         loaders.append(

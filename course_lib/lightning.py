@@ -118,6 +118,7 @@ class MelanomaDataModule(pl.LightningDataModule):
         seed: int = 42,  # the order and augmentations depend on it (chapter 02)
         check_images: bool = True,  # validate_table opens every image first
         normalize_on_device: bool = True,  # uint8 batches, normalised by the module
+        augmentations: str = "torchvision",  # the pipeline's library (chapter 02)
     ):
         super().__init__()
         self.df = df
@@ -130,6 +131,7 @@ class MelanomaDataModule(pl.LightningDataModule):
             seed=seed,
             check_images=check_images,
             normalize_on_device=normalize_on_device,
+            augmentations=augmentations,
         )
         self._loaders = None
 

@@ -125,7 +125,7 @@ def melanoma_task(
     for train in (True, False):
         part = df[(df.fold != flags["fold"]) if train else (df.fold == flags["fold"])]
         paths = [image_path(d, n) for n in part.image_name]
-        augment = get_transforms(flags["img_size"], train, flags["seed"])
+        augment = get_transforms(flags["img_size"], train, flags["seed"], library=flags["augmentations"])
         datasets.append(MelanomaDataset(paths, part.target, augment, seed=flags["seed"]))
     model = _classifier(flags["arch"], 1, flags["pretrained"])
     return Task(*datasets, model, WeightedFocalLoss(), "valid_auc", keyed=True)
@@ -323,6 +323,7 @@ XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; the five
     num_workers=0,  # DataLoader worker processes per replica
     seed=42,  # TrainConfig; weights, shuffling and augmentations
     fold=0,  # melanoma: the validation fold
+    augmentations="torchvision",  # melanoma: chapter 02's pipeline, torchvision's or albumentations'
     out="runs/xla",  # where xla_history.json and checkpoints/last.pt go
     tracker=None,  # chapter 09: a function (rank, world) -> a tracker, or None
     replicas=None,  # the collective operations; None: XlaReplicas (torch_xla)

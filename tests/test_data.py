@@ -210,14 +210,53 @@ def test_seeded_flips_are_independent_and_repeat():
     assert _flip_counts(seed_augmentations) == shared, "the same keys give the same flips"
 
 
-def test_dataset_keys_seed_each_image_and_plain_indices_still_work(sample_dir):
+@pytest.mark.parametrize("library", ["torchvision", "albumentations"])
+def test_dataset_keys_seed_each_image_and_plain_indices_still_work(sample_dir, library):
     from course_lib.dataset import MelanomaDataset, get_transforms, image_path
 
     df = pd.read_csv(sample_dir / "train.csv")
     paths = [image_path(sample_dir, n) for n in df.image_name[:4]]
-    ds = MelanomaDataset(paths, df.target[:4], get_transforms(24, train=True, normalize=False), seed=3)
+    tfms = get_transforms(24, train=True, normalize=False, library=library)
+    ds = MelanomaDataset(paths, df.target[:4], tfms, seed=3)
+    state = torch.get_rng_state()
     assert torch.equal(ds[(2, 1)][0], ds[(2, 1)][0]), "the same (epoch, index): the same crop and flips"
     crops = [ds[(e, 1)][0] for e in range(8)]
     assert any(not torch.equal(crops[0], c) for c in crops[1:]), "another epoch: other augmentations"
     x, y = ds[1]
     assert x.dtype == torch.uint8 and x.shape == (3, 24, 24) and y.tolist() == [float(df.target[1])]
+    if library == "torchvision":
+        torch.set_rng_state(state)  # the plain index above drew from torch's generator; the keys did not
+        assert torch.equal(ds[(2, 1)][0], crops[2]) and torch.equal(torch.get_rng_state(), state)
+
+
+def test_torchvision_flips_are_independent_and_normalise_as_albumentations(sample_dir):
+    """The default pipeline (torchvision.transforms.v2), seeded per key by augment: all four flip pairs,
+    the same for the same key; normalised in the pipeline, bit for bit what normalize_batch gives on the
+    device; and the albumentations pipeline's shape and dtype."""
+    import collections
+    from course_lib.dataset import augment, get_transforms, load_image, image_path, normalize_batch
+
+    tiny = np.arange(4 * 4 * 3, dtype=np.uint8).reshape(4, 4, 3)
+    kinds = {"none": tiny, "h": tiny[:, ::-1], "v": tiny[::-1], "h+v": tiny[::-1, ::-1]}
+    from torchvision.transforms import v2
+
+    flips = v2.Compose([v2.ToImage(), v2.RandomHorizontalFlip(), v2.RandomVerticalFlip(), v2.ToPureTensor()])
+
+    def counts():
+        c = collections.Counter()
+        for key in range(400):
+            out = augment(flips, tiny, key).permute(1, 2, 0).numpy()
+            c[next(k for k, v in kinds.items() if np.array_equal(out, v))] += 1
+        return c
+
+    first = counts()
+    assert set(first) == set(kinds) and min(first.values()) > 60 and counts() == first, first
+    image = load_image(image_path(sample_dir, pd.read_csv(sample_dir / "train.csv").image_name[0]))
+    raw, normed = (augment(get_transforms(32, True, normalize=n), image, 5) for n in (False, True))
+    assert raw.dtype == torch.uint8 and torch.equal(normed, normalize_batch(raw[None])[0])
+    album = augment(get_transforms(32, True, normalize=False, library="albumentations"), image, 5)
+    assert type(album) is type(raw) is torch.Tensor and album.shape == raw.shape and album.dtype == raw.dtype
+    from course_lib.errors import CourseLibError
+
+    with pytest.raises(CourseLibError, match="--augmentations must be one of torchvision, albumentations"):
+        get_transforms(32, library="kornia")

@@ -46,3 +46,31 @@ def test_every_notebook_installs_course_lib_when_it_is_missing():
         assert install, f"{name} has no install cell"
         uses = [i for i, c in enumerate(cells) if i not in install and "course_lib" in "".join(c["source"])]
         assert uses and install[0] < uses[0], f"{name} uses course_lib before installing it"
+
+
+# Colab opens a notebook on the runtime its metadata names (accelerator and colab.gpuType, as Colab saves
+# them); Kaggle's own notebooks keep theirs under kaggle.accelerator. Every chapter trains on a T4 but
+# chapter 08, which needs a TPU: Colab's v5e-1, Kaggle's v5e-8.
+HARDWARE = {
+    "GPU": ("T4", "nvidiaTeslaT4"),
+    "TPU": ("V5E1", "tpuV5e8"),
+}
+
+
+def test_every_chapter_opens_on_the_hardware_it_needs():
+    for folder in ("nbs", "ko"):
+        for name in NOTEBOOKS:
+            meta = json.loads((REPO / folder / name).read_text())["metadata"]
+            want = "TPU" if name.startswith("08_") else "GPU"
+            gpu_type, kaggle = HARDWARE[want]
+            assert meta.get("accelerator") == want, (folder, name, meta.get("accelerator"))
+            assert meta.get("colab", {}).get("gpuType") == gpu_type, (folder, name)
+            assert meta.get("kaggle", {}).get("accelerator") == kaggle, (folder, name)
+            assert meta["kaggle"]["isGpuEnabled"] is (want == "GPU") and meta["kaggle"]["isInternetEnabled"]
+
+
+def test_the_index_says_how_to_pin_a_colab_runtime_version():
+    md = "".join(
+        "".join(c["source"]) for c in json.loads((REPO / "nbs" / "00_index.ipynb").read_text())["cells"]
+    )
+    assert "Runtime version" in md and "Change runtime type" in md

@@ -113,8 +113,10 @@ def test_sdist_and_wheel_build_pass_twine_and_carry_the_right_metadata(tmp_path)
     requires = meta.get_all("Requires-Dist")
     core = {re.split(r"[<>=; ]", r)[0] for r in requires if "extra ==" not in r}
     assert {"torch", "torchvision", "pytorch-lightning", "albumentations", "fastcore"} <= core, core
-    assert not core & {"torch_xla", "wandb", "nbdev", "papermill", "kaggle", "sphinx"}, core
-    assert set(meta.get_all("Provides-Extra")) == {"tpu", "wandb", "kaggle", "docs", "book", "dev"}
+    assert not core & {"torch_xla", "wandb", "nbdev", "papermill", "kaggle", "sphinx", "timm"}, core
+    assert set(meta.get_all("Provides-Extra")) == {"tpu", "wandb", "kaggle", "timm", "docs", "book", "dev"}
+    lightning = next(r for r in requires if r.startswith("pytorch-lightning"))
+    assert "!=2.6.2" in lightning and "!=2.6.3" in lightning, f"the withdrawn malicious releases: {lightning}"
     book = {re.split(r"[<>=; ]", r)[0] for r in requires if 'extra == "book"' in r}
     assert {"papermill", "ipykernel", "nbformat", "babel", "markdown-it-py", "course_lib[docs]"} <= book, book
     assert {
