@@ -46,9 +46,9 @@ def image_path(
 def load_image(
     path,  # an image file
 ) -> np.ndarray:
-    "An image as an RGB uint8 array (grayscale and RGBA are converted)."
+    "An image as a writable RGB uint8 array (grayscale and RGBA are converted)."
     with Image.open(path) as im:
-        return np.asarray(im.convert("RGB"))
+        return np.array(im.convert("RGB"))  # writable: torch.from_numpy warns about a read-only array
 
 # %% ../nbs/02_dataset.ipynb #c008
 def check_image(
