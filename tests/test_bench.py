@@ -221,3 +221,12 @@ def test_loader_bench_measures_every_pipeline_per_worker_count(tiny_gpu_run):
         assert row["minimal_vs_minimal"] == 1.0
         for k in names:
             assert row[f"{k}_img_s"] > 0 and row[f"{k}_vs_minimal"] > 0, k
+
+
+def test_compiled_module_probe_reports_both_ways():
+    """bench/compiled_module.py fits a whole compiled LightningModule and the course's compiled network, and
+    says for each: ok or the error (bench/RUNTIMES.md records it per runtime). On CI's torch both train."""
+    r = bench("compiled_module.py", timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [line for line in r.stdout.splitlines() if "compile" in line]
+    assert [line.rsplit(": ", 1)[1] for line in lines] == ["ok", "ok"], r.stdout
