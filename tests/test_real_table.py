@@ -99,3 +99,15 @@ def test_train_leaves_the_duplicates_out_and_says_what_it_trained_on(real_layout
     )
     assert line in r.stdout.splitlines(), r.stdout
     assert "width" not in r.stdout and "differ" not in r.stdout, "width and height are never compared"
+
+
+def test_train_with_the_posts_augmentations(real_layout, tmp_path):
+    "--augmentations albumentations: the post's pipeline, still supported, trains on the same folder."
+    root, n_rows, n_dup = real_layout
+    args = ["--arch", "simple-cnn", "--img-size", 32, "--batch-size", 16, "--epochs", 1]
+    args += ["--wandb", "disabled", "--augmentations", "albumentations"]
+    r = run_cli("train", "--data", root, *args, "--out", tmp_path / "a")
+    assert r.returncode == 0, r.stderr[-3000:]
+    config = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert config["augmentations"] == "albumentations"
+    assert config["n_train"] + config["n_valid"] == n_rows - n_dup
