@@ -189,7 +189,13 @@ def lightning_precision(
     # Lightning's XLA plugin takes only 32-true, 16-true and bf16-true
     if precision == "16-mixed":
         raise CourseLibError("--precision 16-mixed is not supported on TPU: use bf16-mixed or 32")
-    return "bf16-true" if precision == "bf16-mixed" else "32-true"
+    if precision == "bf16-mixed":  # not mixed any more: the weights and their updates are bf16 too
+        print(
+            "notice: on TPU Lightning has no bf16-mixed; using bf16-true, which keeps the weights in bf16 "
+            "and can lose small updates (chapter 05): --precision 32 keeps them in fp32"
+        )
+        return "bf16-true"
+    return "32-true"
 
 # %% ../nbs/04_lightning.ipynb #c015y
 def trainer_settings(

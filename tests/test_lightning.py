@@ -109,3 +109,13 @@ def test_ddp_passes_the_epoch_to_chapter_02s_sampler():
     assert {e for e, _ in second} == {1} and [i for _, i in first] != [i for _, i in second], (
         "a new order each epoch"
     )
+
+
+def test_bf16_mixed_on_tpu_becomes_bf16_true_with_one_line(capsys):
+    "Lightning's XLA plugin has no bf16-mixed: the switch to bf16 weights is said, not silent."
+    from course_lib.lightning import lightning_precision
+
+    assert lightning_precision("bf16-mixed", accelerator="tpu") == "bf16-true"
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("notice: on TPU Lightning has no bf16-mixed; using bf16-true")
+    assert lightning_precision("32", accelerator="tpu") == "32-true" and not capsys.readouterr().out
