@@ -84,11 +84,12 @@ def generate(out: Path, n: int, size: int, workers: int, seed: int = 0) -> Path:
     """make_sample_dataset's images and table, written by `workers` processes (33,126 images take minutes
     on one core)."""
     import multiprocessing as mp
-    from course_lib.data import sample_table
+    from course_lib.data import DUPLICATE, sample_table
 
-    df = sample_table(n, size, 0.2, np.random.default_rng(seed))
+    df = sample_table(n, 0.2, np.random.default_rng(seed))
     (out / "train").mkdir(parents=True, exist_ok=True)
-    rows = list(zip(range(n), df.image_name, df.target))
+    sources = [i - 1 if t == DUPLICATE else i for i, t in enumerate(df.tfrecord)]  # a copy: the pixels before
+    rows = list(zip(sources, df.image_name, df.target))
     chunks = [(str(out / "train"), size, seed, rows[k :: max(1, workers)]) for k in range(max(1, workers))]
     with mp.get_context("fork").Pool(max(1, workers)) as pool:
         pool.map(_write_images, chunks)

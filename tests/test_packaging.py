@@ -111,7 +111,7 @@ def test_sdist_and_wheel_build_pass_twine_and_carry_the_right_metadata(tmp_path)
     assert meta["License-Expression"] == "Apache-2.0" and meta["Requires-Python"] == ">=3.11"
     assert meta["Description-Content-Type"] == "text/markdown" and "# course_lib" in meta.get_payload()
     requires = meta.get_all("Requires-Dist")
-    core = {re.split(r"[<>=; ]", r)[0] for r in requires if "extra ==" not in r}
+    core = {re.split(r"[<>=!; ]", r)[0] for r in requires if "extra ==" not in r}
     assert {"torch", "torchvision", "pytorch-lightning", "albumentations", "fastcore"} <= core, core
     assert not core & {"torch_xla", "wandb", "nbdev", "papermill", "kaggle", "sphinx", "timm"}, core
     assert set(meta.get_all("Provides-Extra")) == {"tpu", "wandb", "kaggle", "timm", "docs", "book", "dev"}
