@@ -351,7 +351,8 @@ def train(
 ) -> dict:
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
     cfg = _check_train_args(a)
-    from course_lib.data import add_folds, check_fold, drop_duplicate_photos, sample_data_dir
+    from course_lib.data import add_folds, check_fold, drop_duplicate_photos
+    from course_lib.sources import sample_data_dir
     from course_lib.dataset import validate_table
     from course_lib.engine import seed_everything
 
@@ -429,10 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
 # %% ../nbs/99_cli.ipynb #c030
 def _cmd_data(a) -> int:
     "Run `course-lib data ...`."
-    from course_lib import data
+    from course_lib import sources
 
     if a.data_cmd == "sample":
-        out = data.make_sample_dataset(
+        out = sources.make_sample_dataset(
             a.out,
             n=a.n,
             img_size=a.img_size,
@@ -443,7 +444,7 @@ def _cmd_data(a) -> int:
         )
         print(f"wrote {a.n} training images with train.csv, and a test split with test.csv, to {out}")
     else:
-        print(f"downloaded to {data.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
+        print(f"downloaded to {sources.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
     return 0
 
 

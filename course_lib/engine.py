@@ -19,6 +19,7 @@ from torch import nn
 import torch.nn.functional as F
 from .checks import check_choice, check_settings
 from .errors import CourseLibError
+from .progress import progress_bar
 from .dataset import normalize_batch
 
 # %% auto #0
@@ -301,8 +302,6 @@ def train_one_epoch(
     on_step=None,  # called as on_step(global_step, metrics) every cfg.check_every steps
 ) -> float:
     "Train `model` for one pass over `loader`; returns the mean training loss per image."
-    from tqdm.auto import tqdm
-
     cfg = cfg or TrainConfig()
     k = cfg.accumulate  # chapter 06
     scaler = scaler or torch.amp.GradScaler(device.type, enabled=False)
@@ -311,7 +310,7 @@ def train_one_epoch(
         loader.sampler.set_epoch(epoch)  # a new, reproducible order per epoch
     total, seen, n = torch.zeros((), device=device), 0, len(loader)
     optimizer.zero_grad(set_to_none=True)
-    for i, batch in enumerate(tqdm(loader, desc="train", leave=False, disable=not cfg.progress)):
+    for i, batch in enumerate(progress_bar(loader, desc="train", leave=False, disable=not cfg.progress)):
         x, y = to_device(batch, device, cfg.channels_last)
         with autocast(cfg.precision, device):  # chapter 05
             logits = model(x)
@@ -538,12 +537,10 @@ def fit(
 ) -> dict:
     """Train with Adam, evaluate each epoch, keep the best-AUC and the last checkpoint, stop early; returns
     the history."""
-    from tqdm.auto import tqdm
-
     run, cfg = _setup(model, cfg or TrainConfig(), loss_fn, device)
     state = _restore(Path(cfg.checkpoint_dir) / "last.pt", run) if cfg.resume else FitState()
     ev = None
-    bar = tqdm(range(state.epoch + 1, cfg.epochs), desc="epochs", disable=not cfg.progress)
+    bar = progress_bar(range(state.epoch + 1, cfg.epochs), desc="epochs", disable=not cfg.progress)
     for epoch in bar:
         if state.since_best >= cfg.patience:
             break  # a resumed run that had already stopped early

@@ -130,7 +130,7 @@ def submit_to_kaggle(
     message: str,  # the description Kaggle shows beside the score
 ) -> str:
     "Submit to the competition with the Kaggle client; returns Kaggle's reply. No token: one line."
-    from course_lib.data import KAGGLE_HELP, find_kaggle_credentials
+    from course_lib.sources import KAGGLE_HELP, find_kaggle_credentials
 
     if find_kaggle_credentials() is None:
         raise CourseLibError("nothing was submitted: " + KAGGLE_HELP)

@@ -92,7 +92,7 @@ def fashion_task(
 ) -> Task:
     "FashionMNIST at `img_size` px, RGB, ImageNet-normalised (the post's transforms); accuracy."
     from torchvision import transforms as T
-    from course_lib.data import fashion_mnist
+    from course_lib.sources import fashion_mnist
 
     tf = T.Compose(
         [

@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from course_lib.data import KAGGLE_COLUMNS
+from course_lib.sources import KAGGLE_COLUMNS
 from conftest import run_cli, run_main
 
 

@@ -22,7 +22,7 @@ def train(data, out, *args):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     "300 generated JPEGs in the Kaggle layout (the smoke course's size): about 12 positives per fold."
-    from course_lib.data import make_sample_dataset
+    from course_lib.sources import make_sample_dataset
 
     return make_sample_dataset(tmp_path_factory.mktemp("sample") / "melanoma", n=300, img_size=48, seed=7)
 

@@ -2,9 +2,7 @@
 its mistake, and right answers written unlike the worked solutions get a ✓."""
 
 import math
-import struct
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -148,45 +146,6 @@ def greedy_positives_then_images(df, n_folds):
         k = min(range(n_folds), key=lambda f: (load[f], images[f]))
         fold_of[patient], positives[k], images[k] = k, positives[k] + pos, images[k] + size
     return np.array([fold_of[p] for p in df.patient_id])
-
-
-# --- 1.4 read an IDX file --------------------------------------------------------------------------------
-
-
-def _header(data):
-    ndim = data[3]
-    return ndim, struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim])
-
-
-def idx_scaled_to_floats(path):
-    data = Path(path).read_bytes()
-    ndim, shape = _header(data)
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(shape).astype(np.float32) / 255
-
-
-def idx_not_reshaped(path):
-    data = Path(path).read_bytes()
-    ndim, _ = _header(data)
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
-
-
-def idx_header_of_an_image_file(path):
-    data = Path(path).read_bytes()
-    ndim, shape = _header(data)
-    return np.frombuffer(data, np.uint8, offset=16).reshape(shape)
-
-
-def idx_as_a_list(path):
-    data = Path(path).read_bytes()
-    ndim, _ = _header(data)
-    return list(data[4 + 4 * ndim :])
-
-
-def idx_from_file_object(path):
-    with open(path, "rb") as f:
-        ndim = f.read(4)[3]
-        shape = [int(s) for s in np.fromfile(f, dtype=">u4", count=ndim)]
-        return np.fromfile(f, dtype=np.uint8).reshape(shape)
 
 
 # --- 2.1 grayscale to RGB --------------------------------------------------------------------------------
@@ -1074,22 +1033,6 @@ WRONG = [
         "the folds hold 49 to 187 images: make them similar in size (the largest at most twice the smallest)",
     ),
     _case(
-        "1.4-scaled-to-floats",
-        idx_scaled_to_floats,
-        "read_idx gave float32 values: type code 0x08 means uint8",
-    ),
-    _case(
-        "1.4-not-reshaped",
-        idx_not_reshaped,
-        "the images file holds an array of shape (6, 3, 5), read_idx gave (90,): the header says the shape",
-    ),
-    _case(
-        "1.4-header-always-16-bytes",
-        idx_header_of_an_image_file,
-        "your code raised ValueError: cannot reshape array of size 12 into shape (20,)",
-    ),
-    _case("1.4-list-not-array", idx_as_a_list, "read_idx returned a list: return a NumPy array"),
-    _case(
         "2.1-one-channel-axis",
         one_channel_axis,
         "to_rgb(gray).shape is (8, 6, 1): an RGB image is (height, width, 3)",
@@ -1449,7 +1392,6 @@ RIGHT = [
     _right("1.2-sorted-ids-dealt-as-series", sorted_patients_dealt),
     _right("1.3-sklearn-stratified-group-k-fold", stratified_group_k_fold),
     _right("1.3-greedy-positives-then-images", greedy_positives_then_images),
-    _right("1.4-fromfile-big-endian-dtype", idx_from_file_object),
     _right("2.1-pil-convert", rgb_through_pil),
     _right("2.1-broadcast-view", rgb_by_broadcast),
     _right("2.2-numpy-seed-sequence", numpy_seed_sequence),

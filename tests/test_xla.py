@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 from conftest import REPO, run_cli
-from course_lib.data import make_sample_dataset
+from course_lib.sources import make_sample_dataset
 from course_lib.errors import CourseLibError
 from course_lib.xla import XLA_DEFAULTS, check_no_recompilation, make_loaders, melanoma_task
 

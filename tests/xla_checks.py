@@ -44,7 +44,8 @@ def _xla_cpu_accelerator():
 def _fit_module(out, where, accelerator, precision="32"):
     "Fit chapter 04's MelanomaModule, seeded, for 2 epochs; what it saw and how its weights moved."
     import pandas as pd
-    from course_lib.data import add_folds, make_sample_dataset
+    from course_lib.data import add_folds
+    from course_lib.sources import make_sample_dataset
     from course_lib.engine import TrainConfig, seed_everything
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
 
@@ -201,7 +202,7 @@ def replicas(out):
 
 def train(out):
     "train_xla as the course runs it: FashionMNIST in fp32 and bf16, the melanoma task for 2 epochs."
-    from course_lib.data import make_sample_dataset
+    from course_lib.sources import make_sample_dataset
     from course_lib.engine import TrainConfig
     from course_lib.xla import train_xla
 

@@ -29,8 +29,8 @@ from .translations import LANGUAGES, TRANSLATED_DIR
 
 # %% auto #0
 __all__ = ['SITE_EXTRA_PAGES', 'CONTRIBUTOR_PAGES', 'SITE_TEXT', 'SITE_CONF', 'LANGUAGE_NAMES', 'SWITCH_CSS', 'site_markdown',
-           'site_cells', 'site_dropdowns', 'solutions_by_exercise', 'with_solutions', 'scrub_paths', 'parameter_docs',
-           'api_entries', 'api_page', 'build_site']
+           'site_cells', 'site_dropdowns', 'solutions_by_exercise', 'with_solutions', 'scrub_paths', 'terminal_text',
+           'site_outputs', 'parameter_docs', 'api_entries', 'api_page', 'build_site']
 
 # %% ../../nbs/book/website.ipynb #c021t
 SITE_EXTRA_PAGES = (
@@ -175,6 +175,51 @@ def scrub_paths(
     for local, shown in ((site_packages, "site-packages"), (Path(root).resolve(), "."), (Path.home(), "~")):
         text = text.replace(f"{local}/", f"{shown}/")
     return text
+
+
+def terminal_text(
+    text: str,  # a stream as a program wrote it, with \r and cursor-up escapes (tqdm's bars)
+) -> str:
+    """What a terminal shows once `text` is written: `\r` rewrites its line, ESC[A moves up one; a line
+    that was cleared (a finished bar with leave=False) is left out. Each bar shows its last state."""
+    lines, cleared, row, col = [""], set(), 0, 0
+    for token in re.split(r"(\r|\n|\x1b\[A)", text):
+        if token == "\n":
+            row, col = row + 1, 0
+            lines += [""] * (row + 1 - len(lines))
+        elif token == "\r":
+            col = 0
+        elif token == "\x1b[A":
+            row = max(row - 1, 0)
+        elif token:
+            line = lines[row].ljust(col)
+            lines[row] = line[:col] + token + line[col + len(token) :]
+            col += len(token)
+            if not lines[row].strip():
+                cleared.add(row)
+    shown = [line.rstrip() for i, line in enumerate(lines) if line.strip() or i not in cleared]
+    return "\n".join(shown).rstrip("\n") + ("\n" if text.endswith("\n") else "")
+
+
+def site_outputs(
+    outputs: list,  # a code cell's outputs
+    root,  # the repository root
+) -> list:
+    """The outputs as the site shows them: consecutive stream outputs of one name merged and shown as a
+    terminal would (`terminal_text`), this machine's paths scrubbed from every text."""
+    merged = []
+    for o in outputs:
+        if merged and "text" in o and merged[-1].get("name") == o.get("name") and "text" in merged[-1]:
+            merged[-1]["text"] += "".join(o["text"])
+        else:
+            merged.append({**o, "text": "".join(o["text"])} if "text" in o else o)
+    for o in merged:
+        if "text" in o:  # a stream: stdout or stderr
+            o["text"] = scrub_paths(terminal_text(o["text"]), root)
+        for kind in ("text/plain", "text/html"):
+            if kind in o.get("data", {}):
+                o["data"][kind] = scrub_paths("".join(o["data"][kind]), root)
+    return [o for o in merged if "text" not in o or o["text"].strip()]  # a lone newline shows nothing
 
 
 def _module_of(
@@ -452,12 +497,8 @@ def _site_notebook(path: Path, page: str, root: Path, included: set, url: str) -
     if solutions.exists():
         nb["cells"] = with_solutions(nb["cells"], solutions_by_exercise(solutions))
     for c in nb["cells"]:
-        for o in c.get("outputs", []):
-            if "text" in o:  # a stream: stdout or stderr
-                o["text"] = scrub_paths("".join(o["text"]), root)
-            for kind in ("text/plain", "text/html"):
-                if kind in o.get("data", {}):
-                    o["data"][kind] = scrub_paths("".join(o["data"][kind]), root)
+        if "outputs" in c:
+            c["outputs"] = site_outputs(c["outputs"], root)
         if c["cell_type"] == "markdown":
             text = site_dropdowns("".join(c["source"]))
             c["source"] = site_markdown(text, page, included, url)

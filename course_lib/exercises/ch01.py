@@ -122,34 +122,3 @@ def _check_1_3(stratified_patient_folds):
             f"fold {worst} of {n_folds} has a positive rate of {rates[worst]:.1%} against {overall:.1%} "
             "overall: each fold should be within 4 points of it",
         )
-
-
-@exercise("1.4", "read an IDX file")
-def _check_1_4(read_idx):
-    import struct
-    import tempfile
-    from pathlib import Path
-
-    rng = np.random.default_rng(0)
-    arrays = {
-        "images": rng.integers(0, 256, (6, 3, 5), dtype=np.uint8),  # not square: rows and columns differ
-        "labels": rng.integers(0, 10, 20, dtype=np.uint8),
-    }
-    with tempfile.TemporaryDirectory() as d:
-        for name, arr in arrays.items():
-            path = Path(d) / f"{name}-idx{arr.ndim}-ubyte"
-            header = struct.pack(">HBB", 0, 0x08, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
-            path.write_bytes(header + arr.tobytes())
-            got = answer_of(read_idx, path)
-            kind = type(got).__name__
-            expect(isinstance(got, np.ndarray), f"read_idx returned a {kind}: return a NumPy array")
-            expect(
-                got.shape == arr.shape,
-                f"the {name} file holds an array of shape {arr.shape}, read_idx gave {got.shape}: "
-                "the header says the shape",
-            )
-            expect(got.dtype == np.uint8, f"read_idx gave {got.dtype} values: type code 0x08 means uint8")
-            expect(
-                np.array_equal(got, arr),
-                f"the values read from the {name} file differ from those it holds: where do they start?",
-            )
