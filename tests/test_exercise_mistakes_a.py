@@ -255,6 +255,73 @@ def not_rgb_with_filter(paths):
     return list(filter(lambda p: _mode(p) not in ("RGB",), paths))
 
 
+# --- 2.4 a Dataset's __getitem__ ------------------------------------------------------------------------
+
+
+class _Items(torch.utils.data.Dataset):
+    "The stub's __init__ and __len__; each mistake below writes __getitem__."
+
+    def __init__(self, image_paths, targets, augmentations=None):
+        self.image_paths, self.targets = list(image_paths), list(targets)
+        self.augmentations = augmentations
+
+    def __len__(self):
+        return len(self.image_paths)
+
+
+class KeepsTheFileMode(_Items):
+    def __getitem__(self, idx):
+        image = np.array(Image.open(self.image_paths[idx]))  # the post's line: 1 or 4 channels stay
+        if self.augmentations is not None:
+            image = self.augmentations(image)
+        return image, torch.tensor([self.targets[idx]], dtype=torch.float32)
+
+
+class IntegerTarget(_Items):
+    def __getitem__(self, idx):
+        image = np.array(Image.open(self.image_paths[idx]).convert("RGB"))
+        if self.augmentations is not None:
+            image = self.augmentations(image)
+        return image, torch.tensor([self.targets[idx]])
+
+
+class ScalarTarget(_Items):
+    def __getitem__(self, idx):
+        image = np.array(Image.open(self.image_paths[idx]).convert("RGB"))
+        if self.augmentations is not None:
+            image = self.augmentations(image)
+        return image, torch.tensor(self.targets[idx], dtype=torch.float32)
+
+
+class AugmentsBeforeConverting(_Items):
+    def __getitem__(self, idx):
+        image = Image.open(self.image_paths[idx])
+        if self.augmentations is not None:
+            return self.augmentations(np.array(image)), torch.tensor([float(self.targets[idx])])
+        return np.array(image.convert("RGB")), torch.tensor([float(self.targets[idx])])
+
+
+class NoAugmentations(_Items):
+    def __getitem__(self, idx):
+        image = np.array(Image.open(self.image_paths[idx]).convert("RGB"))
+        return image, torch.tensor([self.targets[idx]], dtype=torch.float32)
+
+
+class ImageOnly(_Items):
+    def __getitem__(self, idx):
+        return np.array(Image.open(self.image_paths[idx]).convert("RGB"))
+
+
+class ThroughTheCoursesHelpers(_Items):
+    def __getitem__(self, idx):
+        from course_lib.dataset import augment, load_image
+
+        image = load_image(self.image_paths[idx])
+        if self.augmentations is not None:
+            image = augment(self.augmentations, image)
+        return image, torch.as_tensor(self.targets[idx], dtype=torch.float32).reshape(1)
+
+
 # --- 3.1 the weighted focal loss -------------------------------------------------------------------------
 
 
@@ -444,6 +511,68 @@ def running_mean(model, loader, loss_fn):
             seen += len(x)
             mean += (loss_fn(model(x), y).item() - mean) * len(x) / seen
     return mean
+
+
+# --- 3.5 the training loop ----------------------------------------------------------------------------------
+
+
+def never_zeroes_the_gradients(model, loader, loss_fn, optimizer):
+    model.train()
+    total, seen = 0.0, 0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total, seen = total + loss.item() * len(x), seen + len(x)
+    return total / seen
+
+
+def stays_in_eval_mode(model, loader, loss_fn, optimizer):
+    total, seen = 0.0, 0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total, seen = total + loss.item() * len(x), seen + len(x)
+    return total / seen
+
+
+def mean_of_the_batch_means(model, loader, loss_fn, optimizer):
+    model.train()
+    losses = []
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return sum(losses) / len(losses)
+
+
+def one_step_for_the_epoch(model, loader, loss_fn, optimizer):
+    model.train()
+    total, seen = 0.0, 0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        total, seen = total + loss.item() * len(x), seen + len(x)
+    optimizer.step()
+    optimizer.zero_grad()
+    return total / seen
+
+
+def zeroes_first_and_sums_tensors(model, loader, loss_fn, optimizer):
+    model.train()
+    total, seen = torch.zeros(()), 0
+    for x, y in loader:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.detach() * x.shape[0]
+        seen += x.shape[0]
+    return (total / seen).item()
 
 
 # --- 4.1 a LightningModule for any network ---------------------------------------------------------------
@@ -1059,6 +1188,28 @@ WRONG = [
     _case("2.2-global-generator", global_generator, "the same seed and epoch gave two different orders"),
     _case("2.2-not-shuffled", not_shuffled, "the order is not shuffled"),
     _case("2.2-one-to-n", from_one_to_n, "epoch_order(50, ...) is not an order of 0..49"),
+    _case(
+        "2.4-keeps-the-file-mode",
+        KeepsTheFileMode,
+        "the grayscale file gave an image of shape (6, 5): convert every image to RGB, (6, 5, 3)",
+    ),
+    _case("2.4-integer-target", IntegerTarget, "the target's dtype is torch.int64: the loss wants float32"),
+    _case(
+        "2.4-scalar-target",
+        ScalarTarget,
+        "the target's shape is (): make it [1], like the model's output for one image",
+    ),
+    _case(
+        "2.4-augments-before-converting",
+        AugmentsBeforeConverting,
+        "the augmentations got an image of shape (6, 5): convert to RGB before augmenting",
+    ),
+    _case(
+        "2.4-no-augmentations",
+        NoAugmentations,
+        "the augmentations were never called: apply them to the image",
+    ),
+    _case("2.4-image-only", ImageOnly, "dataset[0] is a ndarray: return a pair (image, target)"),
     _case("2.3-only-mode-L", only_grayscale, "found 2 of the 3 images that are not RGB"),
     _case("2.3-inverted-condition", inverted_condition, "an RGB image was reported: only other modes count"),
     _case("2.3-converted-before-asking", converted_first, "found 0 of the 3 images that are not RGB"),
@@ -1158,6 +1309,28 @@ WRONG = [
         "3.4-measured-while-autograd-records",
         measured_while_recording,
         "the model ran while autograd recorded: measure the loss under torch.no_grad()",
+    ),
+    _case(
+        "3.5-never-zeroes-the-gradients",
+        never_zeroes_the_gradients,
+        "after the epoch the weights differ from one step per batch on that batch's gradient: clear the "
+        "gradients at every step (optimizer.zero_grad())",
+    ),
+    _case(
+        "3.5-stays-in-eval-mode",
+        stays_in_eval_mode,
+        "the model is still in eval mode: call model.train() first",
+    ),
+    _case(
+        "3.5-mean-of-the-batch-means",
+        mean_of_the_batch_means,
+        "train_epoch returned 1.2706, the mean loss per image was 1.1727: "
+        "weigh each batch's loss by its size",
+    ),
+    _case(
+        "3.5-one-step-for-the-epoch",
+        one_step_for_the_epoch,
+        "the optimizer stepped 1 times for 3 batches: one step per batch",
     ),
     _case("4.1-plain-bce", LitPlainBce, "the loss is plain BCE: use the module's focal loss, self.loss_fn"),
     _case(
@@ -1397,12 +1570,14 @@ RIGHT = [
     _right("2.2-numpy-seed-sequence", numpy_seed_sequence),
     _right("2.2-python-random-string-seed", python_random_string_seed),
     _right("2.3-filter-over-header-modes", not_rgb_with_filter),
+    _right("2.4-through-the-courses-helpers", ThroughTheCoursesHelpers),
     _right("3.1-log-sigmoid-of-signed-logit", focal_from_log_sigmoid),
     _right("3.1-torchvision-sigmoid-focal-loss", focal_by_torchvision),
     _right("3.2-branch-not-min", warmup_by_branch),
     _right("3.3-epochs-since-best-epoch", epochs_since_best_epoch),
     _right("3.4-one-loss-over-all-predictions", loss_of_all_predictions),
     _right("3.4-running-mean", running_mean),
+    _right("3.5-zeroes-first-and-sums-tensors", zeroes_first_and_sums_tensors),
     _right("4.1-net-parameters-dict-optimizer-step-and-epoch-log", LitOtherwise),
     _right("4.2-subsets-and-random-sampler", FoldBySubsets),
     _right("4.3-item-and-membership-test", RecorderWithItem),

@@ -874,89 +874,77 @@ def accuracy_tensor(replicas):
     return correct / images
 
 
-# --- 9.1: which mode a run gets --------------------------------------------------------------------------
-
-MODES = ("online", "offline", "disabled")
+# --- 9.1: a run of your own, offline ---------------------------------------------------------------------
 
 
-@wrong(
-    "9.1", "blank-wandb-mode-kept", "WANDB_MODE='  ' gave a ValueError: an empty WANDB_MODE counts as unset"
-)
-def mode_blank_kept(requested, env, has_key):
-    mode = requested or env or "online"
-    if mode not in MODES:
-        raise ValueError(mode)
-    return "offline" if mode == "online" and not has_key else mode
+@wrong("9.1", "no-mode", 'no offline run in the folder: wandb.init(..., mode="offline", dir=folder)')
+def run_without_a_mode(folder, config, losses, model_file):
+    import wandb
+
+    run = wandb.init(project="exercise", dir=folder, config=config)  # WANDB_MODE decides: here, disabled
+    for epoch, loss in enumerate(losses):
+        run.log({"epoch": epoch, "train_loss": loss})
+    run.log_artifact(model_file, name="model", type="model")
+    run.finish()
+    return run.id
 
 
-@wrong(
-    "9.1",
-    "key-rule-for-every-mode",
-    "run_mode('disabled', None, False) is 'offline': only an online run needs a key; disabled stays disabled",
-)
-def mode_key_for_all(requested, env, has_key):
-    mode = requested or (env or "").strip() or "online"
-    if mode not in MODES:
-        raise ValueError(mode)
-    return mode if has_key else "offline"
+@wrong("9.1", "never-finished", "the run is still open when log_run returns: finish it with run.finish()")
+def run_never_finished(folder, config, losses, model_file):
+    import wandb
 
-
-@wrong(
-    "9.1",
-    "env-beats-request",
-    "run_mode('online', 'offline', True) is 'offline': the mode asked for beats WANDB_MODE",
-)
-def mode_env_first(requested, env, has_key):
-    mode = (env or "").strip() or requested or "online"
-    if mode not in MODES:
-        raise ValueError(mode)
-    return "offline" if mode == "online" and not has_key else mode
+    run = wandb.init(project="exercise", mode="offline", dir=folder, config=config)
+    for epoch, loss in enumerate(losses):
+        run.log({"epoch": epoch, "train_loss": loss})
+    run.log_artifact(model_file, name="model", type="model")
+    return run.id
 
 
 @wrong(
     "9.1",
-    "unknown-mode-accepted",
-    "run_mode(None, 'onlin', True) returned 'onlin': a mode W&B does not know should raise ValueError",
+    "rows-without-epochs",
+    "the rows' epochs are [None, None, None]: log each row with its epoch, from 0",
 )
-def mode_not_validated(requested, env, has_key):
-    mode = requested or (env or "").strip() or "online"
-    return "offline" if mode == "online" and not has_key else mode
+def rows_without_epochs(folder, config, losses, model_file):
+    import wandb
 
-
-@wrong("9.1", "key-ignored", "without a key an online run would ask for one: record offline instead")
-def mode_key_ignored(requested, env, has_key):
-    mode = requested or (env or "").strip() or "online"
-    if mode not in MODES:
-        raise ValueError(mode)
-    return mode
+    run = wandb.init(project="exercise", mode="offline", dir=folder, config=config)
+    for loss in losses:
+        run.log({"train_loss": loss})
+    run.log_artifact(model_file, name="model", type="model")
+    run.finish()
+    return run.id
 
 
 @wrong(
-    "9.1", "key-overrules-mode", "WANDB_MODE='disabled' gave 'online': with nothing asked, WANDB_MODE decides"
+    "9.1",
+    "artifact-of-another-type",
+    "the run logged no artifact of type model (types: ['dataset']): log model_file as one",
 )
-def mode_key_wins(requested, env, has_key):
-    mode = requested or (env or "").strip() or "online"
-    if mode not in MODES:
-        raise ValueError(mode)
-    if has_key:
-        return "online"
-    return "offline" if mode == "online" else mode
+def artifact_of_another_type(folder, config, losses, model_file):
+    import wandb
+
+    run = wandb.init(project="exercise", mode="offline", dir=folder, config=config)
+    for epoch, loss in enumerate(losses):
+        run.log({"epoch": epoch, "train_loss": loss})
+    run.log_artifact(model_file, name="weights", type="dataset")
+    run.finish()
+    return run.id
 
 
-@right("9.1", "branches")
-def mode_branches(requested, env, has_key):
-    "One branch per source of the mode."
-    if requested is not None:
-        mode = requested
-    elif env is not None and env.strip() != "":
-        mode = env.strip()
-    else:
-        mode = "online"
-    if mode == "online":
-        return "online" if has_key else "offline"
-    if mode in ("offline", "disabled"):
-        return mode
-    raise ValueError(f"unknown W&B mode {mode!r}")
+@right("9.1", "context-manager-and-artifact-object")
+def run_as_a_context(folder, config, losses, model_file):
+    "The run as a with block (finished on leaving it), the artifact built as an object."
+    import wandb
+
+    with wandb.init(project="exercise", mode="offline", dir=str(folder)) as run:
+        run.config.update(config)
+        for epoch in range(len(losses)):
+            run.log({"train_loss": losses[epoch], "epoch": epoch})
+        artifact = wandb.Artifact("weights", type="model")
+        artifact.add_file(str(model_file))
+        run.log_artifact(artifact)
+    return run.id
 
 
 # --- 9.2: aliases for each model version -----------------------------------------------------------------

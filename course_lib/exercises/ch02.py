@@ -79,3 +79,87 @@ def _check_2_3(find_not_rgb):
         not decoded,
         f"find_not_rgb decoded the pixels of {len(decoded)} images: the mode is in the header, read it alone",
     )
+
+# %% ../../nbs/exercises/ch02.ipynb #b474bc38
+def _lesion_files(folder):
+    "Three small images: RGB, grayscale and RGBA (PNG: lossless), with their RGB pixels."
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    files = {"rgb.png": Image.fromarray(rgb), "gray.png": Image.fromarray(rgb).convert("L")}
+    files["rgba.png"] = Image.fromarray(rgb).convert("RGBA")
+    for name, im in files.items():
+        im.save(folder / name)
+    return [folder / n for n in files], [np.array(im.convert("RGB")) for im in files.values()]
+
+
+def _expect_pair(item, idx):
+    "The item as (image, target), after checking it is a pair."
+    expect(item is not None, "__getitem__ returned None: write its body")
+    expect(
+        isinstance(item, (tuple, list)) and len(item) == 2,
+        f"dataset[{idx}] is a {type(item).__name__}: return a pair (image, target)",
+    )
+    return item
+
+
+@exercise("2.4", "a Dataset's `__getitem__`")
+def _check_2_4(dataset_class):
+    import tempfile
+    from pathlib import Path
+    import torch
+
+    expect(isinstance(dataset_class, type), 'pass the class itself: check("2.4", LesionDataset)')
+    with tempfile.TemporaryDirectory() as d:
+        paths, pixels = _lesion_files(Path(d))
+        targets = [1, 0, 1]
+        ds = dataset_class(paths, targets)
+        for idx, (name, want) in enumerate(zip(("RGB", "grayscale", "RGBA"), pixels)):
+            image, target = _expect_pair(ds[idx], idx)
+            expect(
+                isinstance(image, np.ndarray),
+                f"without augmentations the image is a {type(image).__name__}: "
+                "return the decoded NumPy array",
+            )
+            expect(
+                image.shape == want.shape,
+                f"the {name} file gave an image of shape {image.shape}: convert "
+                f"every image to RGB, {want.shape}",
+            )
+            expect(image.dtype == np.uint8, f"the image's dtype is {image.dtype}: keep the pixels uint8")
+            expect(np.array_equal(image, want), f"the {name} image's pixels differ from the file's")
+            expect(
+                torch.is_tensor(target),
+                f"the target is a {type(target).__name__}: return a tensor, as the model's output is one",
+            )
+            expect(
+                target.dtype == torch.float32, f"the target's dtype is {target.dtype}: the loss wants float32"
+            )
+            expect(
+                tuple(target.shape) == (1,),
+                f"the target's shape is {tuple(target.shape)}: make it [1], like "
+                "the model's output for one image",
+            )
+            expect(
+                float(target) == targets[idx],
+                f"dataset[{idx}] has target {float(target)}, its label is {targets[idx]}",
+            )
+        seen = []
+
+        def to_chw(image):
+            seen.append(image.shape)
+            return torch.from_numpy(np.ascontiguousarray(np.atleast_3d(image))).permute(2, 0, 1)
+
+        augmented = dataset_class(paths, targets, to_chw)
+        for idx, want in enumerate(pixels):
+            image, _ = _expect_pair(augmented[idx], idx)
+            expect(seen, "the augmentations were never called: apply them to the image")
+            expect(
+                seen[-1] == want.shape,
+                f"the augmentations got an image of shape {seen[-1]}: convert to RGB before augmenting",
+            )
+            expect(
+                torch.is_tensor(image) and torch.equal(image, to_chw(want)),
+                "with augmentations the image should be what they return",
+            )

@@ -141,3 +141,61 @@ def _check_3_4(loss_per_image):
         not any(recording),
         "the model ran while autograd recorded: measure the loss under torch.no_grad()",
     )
+
+# %% ../../nbs/exercises/ch03.ipynb #9718fdab
+def _epoch_setup():
+    "A small model with BatchNorm (train and eval mode differ), 10 examples in batches of 4, 4 and 2, SGD."
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(10, 3, generator=g), torch.randn(10, 1, generator=g)
+    loader = DataLoader(TensorDataset(x, y), batch_size=4)
+    return model, loader, torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _reference_epoch(model, loader, loss_fn, optimizer) -> float:
+    "One correct epoch: the weights a right answer ends with, and the mean loss it returns."
+    model.train()
+    total, seen = 0.0, 0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total, seen = total + loss.item() * len(x), seen + len(x)
+    return total / seen
+
+
+@exercise("3.5", "the training loop")
+def _check_3_5(train_epoch):
+    import torch
+    from torch import nn
+
+    model, loader, optimizer = _epoch_setup()
+    want_model, _, want_optimizer = _epoch_setup()
+    want = _reference_epoch(want_model, loader, nn.MSELoss(), want_optimizer)
+    model.eval()  # as after evaluate: the answer must switch to training mode
+    steps = []
+    optimizer.register_step_post_hook(lambda *args: steps.append(1))
+    got = answer_of(train_epoch, model, loader, nn.MSELoss(), optimizer)
+    expect(
+        isinstance(got, (float, int)) or torch.is_tensor(got) and got.numel() == 1,
+        f"train_epoch returned a {type(got).__name__}: return the mean loss, one number",
+    )
+    expect(len(steps) == 3, f"the optimizer stepped {len(steps)} times for 3 batches: one step per batch")
+    expect(model.training, "the model is still in eval mode: call model.train() first")
+    same = all(torch.allclose(a, b, atol=1e-6) for a, b in zip(model.parameters(), want_model.parameters()))
+    expect(
+        same,
+        "after the epoch the weights differ from one step per batch on that batch's gradient: clear the "
+        "gradients at every step (optimizer.zero_grad())",
+    )
+    expect(
+        math.isclose(float(got), want, rel_tol=1e-5),
+        f"train_epoch returned {float(got):.4f}, the mean loss per image was {want:.4f}: weigh each batch's "
+        "loss by its size",
+    )

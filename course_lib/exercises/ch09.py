@@ -13,45 +13,55 @@ from . import Wrong, answer_of, close, exercise, expect
 __all__ = []
 
 # %% ../../nbs/exercises/ch09.ipynb #x0903
-@exercise("9.1", "which mode a run gets")
-def _check_9_1(run_mode):
-    got = answer_of(run_mode, None, None, True)
-    expect(got == "online", f"run_mode(None, None, True) is {got!r}: with nothing asked and a key, go online")
-    got = run_mode(None, None, False)
-    expect(got != "online", "without a key an online run would ask for one: record offline instead")
-    expect(got == "offline", f"run_mode(None, None, False) is {got!r}: without a key, record offline")
-    for env in ("", "  "):
-        try:
-            got = run_mode(None, env, True)
-        except ValueError:
-            got = "a ValueError"
-        expect(got == "online", f"WANDB_MODE={env!r} gave {got}: an empty WANDB_MODE counts as unset")
-    got = run_mode(None, "disabled", True)
-    expect(got == "disabled", f"WANDB_MODE='disabled' gave {got!r}: with nothing asked, WANDB_MODE decides")
-    got = run_mode(None, "offline", True)
-    expect(got == "offline", f"WANDB_MODE='offline' gave {got!r}: with nothing asked, WANDB_MODE decides")
-    got = run_mode("online", "offline", True)
-    expect(
-        got == "online",
-        f"run_mode('online', 'offline', True) is {got!r}: the mode asked for beats WANDB_MODE",
-    )
-    got = run_mode("offline", None, True)
-    expect(got == "offline", f"run_mode('offline', None, True) is {got!r}: a key does not overrule offline")
-    for requested, env in (("disabled", None), (None, "disabled")):
-        got = run_mode(requested, env, False)
+@exercise("9.1", "a run of your own, offline")
+def _check_9_1(log_run):
+    import os
+    import tempfile
+    from pathlib import Path
+    from unittest import mock
+    import torch
+    from course_lib.offline_runs import read_offline_run
+
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        model_file = d / "model.pt"
+        torch.save({"weight": torch.ones(2)}, model_file)
+        losses, config = [0.9, 0.7, 0.55], {"lr": 0.001, "arch": "simple-cnn"}
+        env = {k: str(d / k.lower()) for k in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR")}
+        env.update(WANDB_MODE="disabled", WANDB_SILENT="true")  # nothing is written unless asked offline
+        with mock.patch.dict(os.environ, env):
+            import wandb
+
+            try:
+                run_id = answer_of(log_run, d / "runs", dict(config), list(losses), model_file)
+            finally:
+                still_open = wandb.run is not None
+                if still_open:
+                    wandb.finish()
+        expect(not still_open, "the run is still open when log_run returns: finish it with run.finish()")
+        runs = sorted((d / "runs").rglob("offline-run-*"))
+        expect(runs, 'no offline run in the folder: wandb.init(..., mode="offline", dir=folder)')
+        run = read_offline_run(runs[0], timeout=30)
+        kept = {k: run["config"].get(k) for k in config}
+        expect(kept == config, f"the run's config holds {kept}: pass config=config to wandb.init")
+        rows = [h for h in run["history"] if "train_loss" in h]
+        got = [h["train_loss"] for h in rows]
         expect(
-            got == "disabled",
-            f"run_mode({requested!r}, {env!r}, False) is {got!r}: "
-            "only an online run needs a key; disabled stays disabled",
+            len(rows) == len(losses),
+            f"the run has {len(rows)} rows with a train_loss for {len(losses)} epochs: log one row per epoch",
         )
-    for requested, env in ((None, "onlin"), ("dry", None)):
-        try:
-            got = run_mode(requested, env, True)
-        except ValueError:
-            continue
-        raise Wrong(
-            f"run_mode({requested!r}, {env!r}, True) returned {got!r}: a mode W&B does not know "
-            "should raise ValueError"
+        expect(close(got, losses), f"the logged losses are {got}, the epochs' were {losses}")
+        epochs = [h.get("epoch") for h in rows]
+        expect(epochs == [0, 1, 2], f"the rows' epochs are {epochs}: log each row with its epoch, from 0")
+        models = [a for a in run["artifacts"] if a["type"] == "model"]
+        kinds = [a["type"] for a in run["artifacts"]]
+        expect(models, f"the run logged no artifact of type model (types: {kinds}): log model_file as one")
+        expect(
+            any(Path(f).name == model_file.name for a in models for f in a["files"]),
+            f"the model artifact does not hold {model_file.name}: log the file itself",
+        )
+        expect(
+            run_id == run["run"]["id"], f"log_run returned {run_id!r}, the run's id is {run['run']['id']!r}"
         )
 
 
