@@ -4,6 +4,7 @@ and the code of its solutions notebook (the worked solutions). Each returns the 
 import contextlib
 import io
 import json
+import linecache
 import re
 import sys
 import types
@@ -39,11 +40,13 @@ def _run(code_cells: list) -> dict:
     module = sys.modules["__exercises__"] = types.ModuleType("__exercises__")
     out, ns = io.StringIO(), module.__dict__
     with contextlib.redirect_stdout(out):
-        for c in code_cells:
+        for k, c in enumerate(code_cells):
             text = source(c)
             if text.lstrip().startswith("#| hide"):
                 continue  # the install cell for Colab and Kaggle
-            exec(compile(text, "<exercise cell>", "exec"), ns)
+            name = f"<exercise cell {k}>"  # in linecache, as IPython keeps a cell: inspect.getsource reads it
+            linecache.cache[name] = (len(text), None, text.splitlines(keepends=True), name)
+            exec(compile(text, name, "exec"), ns)
     return {m[2]: (m[1], m[3]) for m in LINE.finditer(out.getvalue())}
 
 

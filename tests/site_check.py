@@ -64,6 +64,11 @@ def _page_problems(page, rel, resp, site, base, html) -> list:
         elif u.fragment and target.suffix == ".html" and f'id="{unquote(u.fragment)}"' not in html(target):
             problems.append(f"{rel}: missing anchor {h}")
     chapter = rel.startswith("nbs/0") and not rel.startswith("nbs/00")
+    wide = page.eval_on_selector_all(
+        "div.cell_input pre", "els => els.filter(e => e.scrollWidth > e.clientWidth + 1).length"
+    )
+    if chapter and wide:
+        problems.append(f"{rel}: {wide} code cell(s) wider than the column")
     if chapter and not any(src and ("png" in src or src.startswith("data:")) for src, _ in imgs):
         problems.append(f"{rel}: a chapter page without plots")
     return problems

@@ -843,29 +843,6 @@ class RecorderWithItem(Callback):
         self.rows[-1]["epoch"] = int(trainer.current_epoch)
 
 
-# --- 4.4 optimizer steps per epoch with DDP and accumulation --------------------------------------------
-
-
-def steps_floor_batches(n_images, batch_size, devices=1, accumulate=1):
-    return n_images // devices // batch_size // accumulate
-
-
-def steps_ignore_devices(n_images, batch_size, devices=1, accumulate=1):
-    return math.ceil(math.ceil(n_images / batch_size) / accumulate)
-
-
-def steps_floor_share(n_images, batch_size, devices=1, accumulate=1):
-    return math.ceil(math.ceil(n_images // devices / batch_size) / accumulate)
-
-
-def steps_floor_groups(n_images, batch_size, devices=1, accumulate=1):
-    return math.ceil(math.ceil(n_images / devices) / batch_size) // accumulate
-
-
-def steps_one_division(n_images, batch_size, devices=1, accumulate=1):
-    return -(-n_images // (batch_size * devices * accumulate))
-
-
 # --- 5.1 the smallest number a format holds --------------------------------------------------------------
 
 
@@ -1428,26 +1405,6 @@ WRONG = [
     ),
     _case("4.3-not-a-callback", RecorderNotACallback, "EpochRecorder should be a Lightning Callback"),
     _case(
-        "4.4-floor-division",
-        steps_floor_batches,
-        "100 images in batches of 32 make 4 batches: the last, smaller one is a step too",
-    ),
-    _case(
-        "4.4-ignores-devices",
-        steps_ignore_devices,
-        "with 4 devices the global batch is 4 x 32 images: each process sees a quarter",
-    ),
-    _case(
-        "4.4-share-not-padded",
-        steps_floor_share,
-        "9 images on 4 devices: the sampler pads, so each process gets 3 images, not 2",
-    ),
-    _case(
-        "4.4-last-group-dropped",
-        steps_floor_groups,
-        "10 batches with accumulate=3: the last group of 1 batch still ends with a step",
-    ),
-    _case(
         "5.1-finfo-tiny",
         smallest_normal,
         "smallest_positive(float16) is the smallest normal number: subnormals go further down",
@@ -1581,7 +1538,6 @@ RIGHT = [
     _right("4.1-net-parameters-dict-optimizer-step-and-epoch-log", LitOtherwise),
     _right("4.2-subsets-and-random-sampler", FoldBySubsets),
     _right("4.3-item-and-membership-test", RecorderWithItem),
-    _right("4.4-one-ceiling-division", steps_one_division),
     _right("5.1-nextafter-zero", next_after_zero),
     _right("5.1-lowest-bit-pattern", lowest_bit_set),
     _right("5.2-modulo-count", scale_by_modulo),

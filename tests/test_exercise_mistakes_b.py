@@ -658,85 +658,70 @@ def shard_with_sampler(items, world, rank):
     return [items[i] for i in DistributedSampler(items, num_replicas=world, rank=rank, shuffle=False)]
 
 
-# --- 8.2: global batch, learning rate and steps per epoch ------------------------------------------------
-
-
-def _plan(n_images, batch_size, lr, world, global_batch=None, lr_out=None, steps=None):
-    shard = math.ceil(n_images / world)
-    return {
-        "global_batch": world * batch_size if global_batch is None else global_batch,
-        "lr": lr * world if lr_out is None else lr_out,
-        "steps_per_epoch": shard // batch_size if steps is None else steps,
-    }
+# --- 8.2: one replica's epoch on an XLA device ---------------------------------------------------------
 
 
 @wrong(
     "8.2",
-    "global-batch-per-replica",
-    "global_batch is 20 for 8 replicas of batch 20: count the images of one optimizer step, on all replicas",
+    "never-zeroes-the-gradients",
+    "the weights after the epoch differ from one step per batch: clear the gradients and step "
+    "(xm.optimizer_step) once per batch",
 )
-def plan_batch_per_replica(n_images, batch_size, lr, world):
-    return _plan(n_images, batch_size, lr, world, global_batch=batch_size)
+def xla_epoch_without_zero_grad(model, loader, loss_fn, optimizer):
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.parallel_loader as pl
+
+    device = torch_xla.device()
+    total, seen = torch.zeros((), device=device), 0
+    for x, y in pl.MpDeviceLoader(loader, device):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        xm.optimizer_step(optimizer)
+        total += loss.detach() * len(x)
+        seen += len(x)
+    return total.item() / seen
 
 
 @wrong(
     "8.2",
-    "lr-not-scaled",
-    "the learning rate did not change with 8 replicas: _run scales it with the global batch",
+    "returns-the-sum",
+    "xla_epoch returned 302.6729, the epoch's mean loss per image was 9.4585",
 )
-def plan_lr_kept(n_images, batch_size, lr, world):
-    return _plan(n_images, batch_size, lr, world, lr_out=lr)
+def xla_epoch_returns_the_sum(model, loader, loss_fn, optimizer):
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.parallel_loader as pl
+
+    device = torch_xla.device()
+    total = torch.zeros((), device=device)
+    for x, y in pl.MpDeviceLoader(loader, device):
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        xm.optimizer_step(optimizer)
+        total += loss.detach() * len(x)
+    return total.item()
 
 
-@wrong("8.2", "lr-divided", "lr is 0.000125 for 8 replicas at 1e-3: scale it as _run does")
-def plan_lr_divided(n_images, batch_size, lr, world):
-    return _plan(n_images, batch_size, lr, world, lr_out=lr / world)
+@right("8.2", "moved-and-synced-by-hand")
+def xla_epoch_by_hand(model, loader, loss_fn, optimizer):
+    "Each batch moved with .to(device), each step's graph ended with torch_xla.sync()."
+    import torch_xla
+    import torch_xla.core.xla_model as xm
 
-
-@wrong(
-    "8.2",
-    "world-ignored-in-steps",
-    "steps_per_epoch is 50 for 1001 images, batch 20, 8 replica(s): each replica steps through its own "
-    "shard only",
-)
-def plan_world_ignored(n_images, batch_size, lr, world):
-    return _plan(n_images, batch_size, lr, world, steps=n_images // batch_size)
-
-
-@wrong(
-    "8.2",
-    "partial-batch-counted",
-    "steps_per_epoch is 7 for 1001 images, batch 20, 8 replica(s): the training loader drops its last, "
-    "partial batch (drop_last=True)",
-)
-def plan_partial_batch_kept(n_images, batch_size, lr, world):
-    return _plan(n_images, batch_size, lr, world, steps=math.ceil(math.ceil(n_images / world) / batch_size))
-
-
-@wrong(
-    "8.2",
-    "padding-ignored",
-    "steps_per_epoch is 6 for 1001 images, batch 18, 8 replica(s): the sampler pads the data set to a "
-    "multiple of the replicas before it shards it",
-)
-def plan_no_padding(n_images, batch_size, lr, world):
-    return _plan(n_images, batch_size, lr, world, steps=n_images // (world * batch_size))
-
-
-@wrong(
-    "8.2",
-    "keys-misnamed",
-    "replica_plan's keys are ['batch', 'lr', 'steps'], not ['global_batch', 'lr', 'steps_per_epoch']",
-)
-def plan_misnamed(n_images, batch_size, lr, world):
-    return {"batch": world * batch_size, "lr": lr * world, "steps": math.ceil(n_images / world) // batch_size}
-
-
-@right("8.2", "integer-arithmetic")
-def plan_integer_arithmetic(n_images, batch_size, lr, world):
-    "The shard size in integers, the same numbers."
-    shard = (n_images + world - 1) // world
-    return dict(steps_per_epoch=shard // batch_size, lr=world * lr, global_batch=batch_size * world)
+    device = torch_xla.device()
+    model.train()
+    losses = []
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        xm.optimizer_step(optimizer)
+        torch_xla.sync()
+        losses.append(loss.detach() * x.shape[0])
+    return (torch.stack(losses).sum() / len(loader.dataset)).item()
 
 
 # --- 8.3: average the replicas' gradients by hand --------------------------------------------------------

@@ -28,9 +28,9 @@ from .runner import find_notebooks
 from .translations import LANGUAGES, TRANSLATED_DIR
 
 # %% auto #0
-__all__ = ['SITE_EXTRA_PAGES', 'CONTRIBUTOR_PAGES', 'SITE_TEXT', 'SITE_CONF', 'LANGUAGE_NAMES', 'SWITCH_CSS', 'site_markdown',
-           'site_cells', 'site_dropdowns', 'solutions_by_exercise', 'with_solutions', 'scrub_paths', 'terminal_text',
-           'site_outputs', 'parameter_docs', 'api_entries', 'api_page', 'build_site']
+__all__ = ['SITE_EXTRA_PAGES', 'CONTRIBUTOR_PAGES', 'SITE_TEXT', 'SITE_CONF', 'LANGUAGE_NAMES', 'LAYOUT_CSS', 'SWITCH_CSS',
+           'site_markdown', 'site_cells', 'site_dropdowns', 'solutions_by_exercise', 'with_solutions', 'scrub_paths',
+           'terminal_text', 'site_outputs', 'parameter_docs', 'api_entries', 'api_page', 'build_site']
 
 # %% ../../nbs/book/website.ipynb #c021t
 SITE_EXTRA_PAGES = (
@@ -357,12 +357,22 @@ html_theme_options = {{
     "launch_buttons": {launch},
     "article_header_end": ["language-switch.html", "article-header-buttons.html"],
 }}
-html_css_files = ["language-switch.css"]
+html_css_files = ["language-switch.css", "layout.css"]
 language = "{lang}"
 templates_path = ["_templates"]
 exclude_patterns = ["_build"]
 """
 LANGUAGE_NAMES = {"en": "English", "ko": "한국어"}  # what the language switch says
+# the code cells get the page's width (no "On this page" column beside them) and a slightly smaller font, so a
+# line of 110 characters, the longest ruff lets through, fits a 1280-pixel-wide window without scrolling;
+# outputs wrap instead of scrolling
+LAYOUT_CSS = """
+.bd-page-width { max-width: 100%; }
+.bd-main .bd-content .bd-article-container { max-width: 100%; }
+.bd-sidebar-secondary { display: none !important; }
+div.cell div.cell_input pre, div.cell div.cell_output pre { font-size: 12.5px; line-height: 1.45; }
+div.cell div.cell_output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+"""
 SWITCH_CSS = """
 .bd-header-article .header-article-items__end { display: flex; flex-wrap: nowrap; align-items: center; }
 .bd-header-article .header-article-items__end a.btn.language-switch { white-space: nowrap; font-weight: 600;
@@ -576,6 +586,7 @@ def _site_sources(
     shutil.copytree(Path(mathjax.__file__).parent / "static" / "mathjax" / "es5", src / "_static" / "mathjax")
     _favicon(src / "_static" / "favicon.png")
     (src / "_static" / "language-switch.css").write_text(SWITCH_CSS)
+    (src / "_static" / "layout.css").write_text(LAYOUT_CSS)
     return taught
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
-from . import answer_of, exercise, expect
+from . import Wrong, answer_of, exercise, expect
 
 # %% auto #0
 __all__ = []
@@ -69,43 +69,130 @@ def _check_8_1(shard):
         )
 
 
-@exercise("8.2", "global batch, learning rate and steps per epoch")
-def _check_8_2(replica_plan):
-    def steps(n, batch, world):  # what _run's training loader gives one replica
-        sampler = DistributedSampler(range(n), num_replicas=world, rank=0, shuffle=False)
-        return len(DataLoader(range(n), batch_size=batch, sampler=sampler, drop_last=True))
+def _epoch_problem():
+    "A linear model, 32 examples in 4 batches of 8, SGD: the same start on every device, and on the CPU."
+    import torch
+    from torch import nn
+    from torch.utils.data import TensorDataset
 
-    plan = answer_of(replica_plan, 1001, 20, 1e-3, 8)
-    expect(isinstance(plan, dict), f"replica_plan returned a {type(plan).__name__}: return a dict")
-    keys = {"global_batch", "lr", "steps_per_epoch"}
-    expect(set(plan) == keys, f"replica_plan's keys are {sorted(plan)}, not {sorted(keys)}")
-    expect(
-        plan["global_batch"] == 160,
-        f"global_batch is {plan['global_batch']} for 8 replicas of batch 20: count the images of one "
-        "optimizer step, on all replicas",
-    )
-    expect(
-        not math.isclose(plan["lr"], 1e-3),
-        "the learning rate did not change with 8 replicas: _run scales it with the global batch",
-    )
-    expect(
-        math.isclose(plan["lr"], 8e-3),
-        f"lr is {plan['lr']:g} for 8 replicas at 1e-3: scale it as _run does",
-    )
-    for n, batch, world in [(1001, 20, 8), (1001, 18, 8), (500, 16, 1), (100, 7, 4), (64, 8, 8)]:
-        got, want = replica_plan(n, batch, 1e-3, world)["steps_per_epoch"], steps(n, batch, world)
-        shard = math.ceil(n / world)
-        label = f"steps_per_epoch is {got} for {n} images, batch {batch}, {world} replica(s)"
-        expect(got != n // batch or got == want, f"{label}: each replica steps through its own shard only")
-        expect(
-            got != math.ceil(shard / batch) or got == want,
-            f"{label}: the training loader drops its last, partial batch (drop_last=True)",
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(32, 6, generator=g), torch.randn(6, 1, generator=g)
+    torch.manual_seed(0)
+    model = nn.Linear(6, 1)
+    return model, DataLoader(TensorDataset(x, x @ w), batch_size=8), nn.MSELoss()
+
+
+_ANSWER = []  # the answer being checked: forked replicas find it here (a notebook's function may not pickle)
+
+
+def _xla_replica(index, out):
+    "What `torch_xla.launch` runs on every device: the answer's epoch; replica 0 writes what it ended with."
+    xla_epoch = _ANSWER[-1]
+    import torch
+    import torch_xla
+    import torch_xla.runtime as xr
+    from course_lib.xla import compile_count
+
+    model, loader, loss_fn = _epoch_problem()
+    model = model.to(torch_xla.device())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    try:
+        got = xla_epoch(model, loader, loss_fn, optimizer)
+        got = None if got is None else float(got)
+        result = dict(got=got, weights={k: v.cpu() for k, v in model.state_dict().items()})
+        result.update(compiles=compile_count(), world=xr.world_size())
+    except Exception as e:
+        result = dict(
+            error=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:150] if str(e).strip() else ''}"
         )
-        expect(
-            got != n // (world * batch) or got == want,
-            f"{label}: the sampler pads the data set to a multiple of the replicas before it shards it",
-        )
-        expect(got == want, f"{label}: not the number of batches one replica's training loader gives")
+    if xr.global_ordinal() == 0:
+        torch.save(result, out)
+
+
+_SCRIPT = """
+import sys
+import torch
+from course_lib.exercises import ch08
+
+{source}
+
+ch08._ANSWER[:] = [{name}]
+import torch_xla
+
+torch_xla.launch(ch08._xla_replica, args=(sys.argv[1],), start_method="fork")
+"""
+
+
+def _run_on_xla(xla_epoch, folder) -> dict:
+    """Run the answer on every XLA device, in a fresh process: one that has run no backward pass, which
+    forked replicas need. What replica 0 ended with."""
+    import ast
+    import inspect
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    import torch
+
+    try:
+        source = textwrap.dedent(inspect.getsource(xla_epoch))
+    except (OSError, TypeError):
+        raise Wrong("the check needs the function's source: define xla_epoch with def, in a cell")
+    first = ast.parse(source).body[0]  # the def line, after any decorators
+    source = "\n".join(source.splitlines()[first.lineno - 1 :])
+    body = [s for s in first.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if all(isinstance(s, ast.Pass) for s in body):  # a docstring and `...`: the stub, not worth a launch
+        raise Wrong(f"{xla_epoch.__name__} returned None: write its body")
+    script, out = folder / "replicas.py", folder / "replica0.pt"
+    script.write_text(_SCRIPT.format(source=source, name=xla_epoch.__name__))
+    env = {**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU")}
+    r = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, env=env)
+    if not out.exists():
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1][:150]
+        raise Wrong(f"the replicas stopped before replica 0 wrote its result: {last}")
+    return torch.load(out, weights_only=False)
+
+
+@exercise("8.2", "one replica's epoch on an XLA device")
+def _check_8_2(xla_epoch):
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+    import torch
+
+    expect(callable(xla_epoch), f"the answer should be a function, not {type(xla_epoch).__name__}")
+    expect(
+        importlib.util.find_spec("torch_xla"), "torch_xla is not installed here: run this on a TPU runtime"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        result = _run_on_xla(xla_epoch, Path(d))
+    if "error" in result:
+        raise Wrong(f"your code raised {result['error']}")
+    expect(result["got"] is not None, "xla_epoch returned None: write its body")
+    model, loader, loss_fn = _epoch_problem()
+    optimizer, total = torch.optim.SGD(model.parameters(), lr=0.05), 0.0
+    for x, y in loader:  # the same epoch on the CPU: every replica had the same batches and gradients
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(x)
+    want = total / 32
+    same = all(torch.allclose(result["weights"][k], v, atol=1e-5) for k, v in model.state_dict().items())
+    expect(
+        same,
+        "the weights after the epoch differ from one step per batch: clear the gradients and step "
+        "(xm.optimizer_step) once per batch",
+    )
+    expect(
+        math.isclose(result["got"], want, rel_tol=1e-4),
+        f"xla_epoch returned {result['got']:.4f}, the epoch's mean loss per image was {want:.4f}",
+    )
+    expect(
+        result["compiles"] <= 4,
+        f"{result['compiles']} graphs were compiled for 4 steps of one shape: end each step's graph "
+        "(MpDeviceLoader, or torch_xla.sync()) so that every step runs the same one",
+    )
 
 
 @exercise("8.3", "average the replicas' gradients by hand")
