@@ -260,7 +260,7 @@ def _check_train_args(a):
             raise CourseLibError(msg)
     if is_global_zero():  # DDP's other processes find the folder the first one claimed
         check_out_folder(a)
-    from course_lib.tracking import env_mode
+    from course_lib.wandb_mode import env_mode
 
     env_mode()  # an empty WANDB_MODE counts as unset; one wandb would reject stops here
     if a.resume:
@@ -318,7 +318,8 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
 def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 08's train_xla on the melanoma task, with chapter 09's xla_tracker."
     import functools
-    from course_lib.tracking import resolve_mode, xla_tracker
+    from course_lib.tracking import xla_tracker
+    from course_lib.wandb_mode import resolve_mode
     from course_lib.xla import train_xla
 
     tracker = None

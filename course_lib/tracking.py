@@ -7,110 +7,12 @@ Docs: https://course-lib.github.io/course_lib/experiment_tracking.html.md"""
 # %% ../nbs/09_experiment_tracking.ipynb #c005
 from __future__ import annotations
 import os
-import socket
-import urllib.parse
 from pathlib import Path
 from fastcore.basics import patch
-from .errors import CourseLibError
+from .wandb_mode import resolve_mode
 
 # %% auto #0
-__all__ = ['MODES', 'WANDB_ALIASES', 'find_wandb_key', 'env_mode', 'resolve_mode', 'Tracker', 'run_folder', 'wandb_logger',
-           'xla_tracker']
-
-# %% ../nbs/09_experiment_tracking.ipynb #c007
-MODES = ("online", "offline", "disabled")
-WANDB_ALIASES = {"dryrun": "offline", "run": "online"}  # older names that wandb still accepts
-
-
-def find_wandb_key() -> str | None:
-    """The W&B API key from WANDB_API_KEY, a Colab secret, or an earlier `wandb login` (~/.netrc); None if
-    there is none."""
-    if os.environ.get("WANDB_API_KEY"):
-        return os.environ["WANDB_API_KEY"]
-    try:
-        from google.colab import userdata  # only inside Colab
-
-        key = userdata.get("WANDB_API_KEY")
-    except Exception:  # not Colab, or the secret is missing or not shared with this notebook
-        key = None
-    if key:
-        return key
-    try:
-        import netrc
-
-        auth = netrc.netrc().authenticators(_server()[0])
-    except Exception:  # no ~/.netrc, or one that cannot be parsed
-        auth = None
-    return auth[2] if auth and auth[2] else None
-
-
-def _server() -> tuple[str, int]:
-    "Host and port of the W&B server: WANDB_BASE_URL, else api.wandb.ai."
-    url = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
-    return url.hostname, url.port or (443 if url.scheme == "https" else 80)
-
-
-def _reachable(timeout: float = 3.0) -> bool:
-    "Whether a TCP connection to the W&B server opens within `timeout` seconds."
-    try:
-        with socket.create_connection(_server(), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-# %% ../nbs/09_experiment_tracking.ipynb #c008
-def env_mode() -> str | None:
-    """WANDB_MODE from the environment: None when unset or empty; a value wandb would reject is a
-    CourseLibError."""
-    value = os.environ.get("WANDB_MODE", "").strip()
-    if not value:
-        os.environ.pop("WANDB_MODE", None)  # an empty WANDB_MODE makes wandb.init fail: treat it as unset
-        return None
-    mode = WANDB_ALIASES.get(value, value)
-    if mode not in MODES:
-        raise CourseLibError(
-            f"WANDB_MODE={value!r} is not a W&B mode: set it to online, offline or disabled, or unset it"
-        )
-    return mode
-
-
-def _verify_key(key: str) -> str | None:
-    "Ask the W&B server whether it accepts `key`; None when it does, else the reason it did not."
-    import wandb
-
-    try:
-        wandb.Api(api_key=key, timeout=15).viewer  # one query as that user; never prompts
-    except Exception as e:  # an AuthenticationError (or CommError) for a rejected or revoked key
-        return f"W&B did not accept the key ({type(e).__name__}: {str(e).splitlines()[0][:150]})"
-    return None
-
-
-def resolve_mode(
-    mode: str | None = None,  # online, offline or disabled; None: WANDB_MODE, else online
-) -> tuple[str, str | None]:
-    "The mode to run in and, when it differs from the request, why: online needs a key the server accepts."
-    mode = mode or env_mode() or "online"
-    if mode not in MODES:
-        raise CourseLibError(f"--wandb must be one of {', '.join(MODES)}, got {mode!r}")
-    if mode != "online":
-        return _no_network(mode), None
-    key = find_wandb_key()
-    if not key:
-        return _no_network("offline"), "no W&B key found (WANDB_API_KEY, Colab secret or `wandb login`)"
-    os.environ["WANDB_API_KEY"] = key  # hands a Colab secret to wandb (and to processes started from here)
-    if not _reachable():
-        return _no_network("offline"), "the W&B server cannot be reached"
-    why = _verify_key(key)
-    return (_no_network("offline"), why) if why else ("online", None)
-
-
-def _no_network(
-    mode: str,  # offline or disabled
-) -> str:
-    """Return `mode`, after turning off wandb's error reports: wandb 0.31 sends them to its server even from
-    an offline run (one connection per run, measured), and offline means no connection."""
-    os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
-    return mode
+__all__ = ['Tracker', 'run_folder', 'wandb_logger', 'xla_tracker']
 
 # %% ../nbs/09_experiment_tracking.ipynb #c011
 class Tracker:

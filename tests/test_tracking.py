@@ -6,9 +6,10 @@ import os
 from pathlib import Path
 import pytest
 from course_lib.errors import CourseLibError
-from course_lib import offline_runs, tracking
+from course_lib import offline_runs, wandb_mode
 from course_lib.offline_runs import read_offline_run
-from course_lib.tracking import Tracker, resolve_mode, run_folder
+from course_lib.tracking import Tracker, run_folder
+from course_lib.wandb_mode import resolve_mode
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def test_modes_without_a_key_or_network(no_key, monkeypatch):
     assert resolve_mode("offline") == ("offline", None)
     assert resolve_mode() == ("offline", "no W&B key found (WANDB_API_KEY, Colab secret or `wandb login`)")
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
-    monkeypatch.setattr(tracking, "_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(wandb_mode, "_reachable", lambda *a, **k: False)
     assert resolve_mode("online") == ("offline", "the W&B server cannot be reached")
     with pytest.raises(CourseLibError, match="--wandb must be one of"):
         resolve_mode("sometimes")
@@ -184,9 +185,9 @@ def test_colab_secret_reaches_wandb_and_a_rejected_key_falls_back_offline(
 
 def test_wandb_mode_from_the_environment(no_key, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "")
-    assert tracking.env_mode() is None and "WANDB_MODE" not in os.environ, "empty counts as unset"
+    assert wandb_mode.env_mode() is None and "WANDB_MODE" not in os.environ, "empty counts as unset"
     monkeypatch.setenv("WANDB_MODE", "dryrun")
-    assert tracking.env_mode() == "offline" and resolve_mode() == ("offline", None)
+    assert wandb_mode.env_mode() == "offline" and resolve_mode() == ("offline", None)
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert resolve_mode() == ("disabled", None)
     monkeypatch.setenv("WANDB_MODE", "sometimes")
