@@ -189,7 +189,8 @@ def measure_one(
     """Images per second after `warmup` steps, the first step's seconds (with compile: the compilation), and
     peak memory of one loop/configuration, in this process."""
     import torch
-    from course_lib.engine import create_model, seed_everything
+    from course_lib.engine import seed_everything
+    from course_lib.models import create_model
 
     device = torch.device(device)
     seed_everything(0)

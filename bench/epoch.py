@@ -200,13 +200,8 @@ def main(argv=None):
     cl = a.channels_last if a.channels_last is not None else device.type == "cuda"
     import pandas as pd
     from course_lib.dataset import make_dataloaders
-    from course_lib.engine import (
-        TrainConfig,
-        create_model,
-        seed_everything,
-        train_one_epoch,
-        WeightedFocalLoss,
-    )
+    from course_lib.engine import TrainConfig, seed_everything, train_one_epoch, WeightedFocalLoss
+    from course_lib.models import create_model
 
     data = a.data or a.cache / f"n{a.n}_{a.file_size}px"
     if not (data / "train.csv").is_file():

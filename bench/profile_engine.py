@@ -157,7 +157,8 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=Path("bench/results"))
     a = p.parse_args(argv)
     import torch
-    from course_lib.engine import create_model, seed_everything
+    from course_lib.engine import seed_everything
+    from course_lib.models import create_model
 
     if a.device == "auto":
         a.device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -24,12 +24,12 @@ from course_lib.engine import (
     WeightedFocalLoss,
     check_finite_loss,
     epoch_row,
-    create_model,
     history_dict,
     resolve_precision,
     roc_auc,
     seed_everything,
 )
+from .models import create_model
 
 # %% auto #0
 __all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'is_tpu', 'lightning_precision', 'trainer_settings',

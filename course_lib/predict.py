@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .dataset import MelanomaDataset, get_transforms, normalize_batch
-from .engine import ARCHS, TIMM_PREFIX, create_model, load_checkpoint, uncompiled_state_dict
+from .engine import load_checkpoint, uncompiled_state_dict
+from .models import ARCHS, TIMM_PREFIX, create_model
 from .errors import CourseLibError
 
 # %% auto #0

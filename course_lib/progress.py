@@ -7,6 +7,12 @@ Docs: https://course-lib.github.io/course_lib/progress.html.md"""
 # %% ../nbs/progress.ipynb #d85bf806
 from __future__ import annotations
 import importlib.util
+import warnings
+
+if importlib.util.find_spec("ipywidgets") is None:  # no widgets to draw: the warning would only say that
+    with warnings.catch_warnings():  # imported once, quietly: albumentations and timm import it too
+        warnings.simplefilter("ignore")
+        import tqdm.auto  # noqa: F401
 
 # %% auto #0
 __all__ = ['progress_bar']

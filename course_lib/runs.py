@@ -176,7 +176,7 @@ def check_pretrained(
     a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
 ) -> bool:
     "Whether training starts from pretrained weights: they are loaded (and cached) once, before any work."
-    from course_lib.engine import create_model
+    from course_lib.models import create_model
 
     if not a.pretrained:
         return False

@@ -24,12 +24,12 @@ from course_lib.engine import (
     WeightedFocalLoss,
     autocast,
     check_finite_loss,
-    create_model,
     history_dict,
     roc_auc,
     save_checkpoint,
     seed_everything,
 )
+from .models import create_model
 
 # %% auto #0
 __all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'compile_count', 'XlaReplicas', 'Task', 'fashion_task',

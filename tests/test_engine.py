@@ -10,13 +10,8 @@ import torch
 from PIL import Image
 from course_lib.errors import CourseLibError
 from course_lib.dataset import load_image, make_dataloaders, validate_table
-from course_lib.engine import (
-    WeightedFocalLoss,
-    create_model,
-    load_checkpoint,
-    save_checkpoint,
-    train_one_epoch,
-)
+from course_lib.engine import WeightedFocalLoss, load_checkpoint, save_checkpoint, train_one_epoch
+from course_lib.models import create_model
 from conftest import run_cli, run_main
 
 

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 from conftest import REPO, run_main
-from course_lib.engine import TrainConfig, create_model, evaluate, fit, save_checkpoint, seed_everything
+from course_lib.engine import TrainConfig, evaluate, fit, save_checkpoint, seed_everything
+from course_lib.models import create_model
 from course_lib.errors import CourseLibError
 from course_lib.predict import FLIPS, ensemble, load_model, predict, write_submission
 

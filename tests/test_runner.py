@@ -24,7 +24,7 @@ def nbs(tmp_path):
     d.mkdir()
     _write_nb(
         d / "01_ok.ipynb",
-        "from course_lib.data import record_results\n"
+        "from course_lib.sources import record_results\n"
         "record_results({'smoke': SMOKE, 'answer': 42}, RESULTS_PATH)",
     )
     _write_nb(d / "02_fails.ipynb", "raise RuntimeError('chapter two is broken')")
