@@ -71,7 +71,12 @@ def test_chapter_01_runs_on_the_real_layout_outside_smoke_mode(real_layout, tmp_
     for k in ("KAGGLE_API_TOKEN", "KAGGLE_USERNAME", "KAGGLE_KEY"):
         env.pop(k, None)
     row = run_notebook(
-        REPO / "nbs" / "01_data.ipynb", tmp_path / "run", {"SMOKE": False, "DATA_DIR": str(root)}, 900, env
+        REPO / "nbs" / "01_data.ipynb",
+        tmp_path / "run",
+        # the whole game's model: nothing to download here, and seconds on a CPU
+        {"SMOKE": False, "DATA_DIR": str(root), "ARCH": "simple-cnn", "PRETRAINED": False, "LR": 1e-3},
+        900,
+        env,
     )
     assert row["status"] == "ok", row["error"]
     assert row["results"]["n_duplicates"] == n_dup and row["results"]["n_images"] == n_rows - n_dup

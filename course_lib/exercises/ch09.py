@@ -29,9 +29,18 @@ def _check_9_1(log_run):
         losses, config = [0.9, 0.7, 0.55], {"lr": 0.001, "arch": "simple-cnn"}
         env = {k: str(d / k.lower()) for k in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR")}
         env.update(WANDB_MODE="disabled", WANDB_SILENT="true")  # nothing is written unless asked offline
-        with mock.patch.dict(os.environ, env):
-            import wandb
+        import wandb
 
+        real_init, asked = wandb.init, []
+
+        def init(*args, **kwargs):  # what mode the answer asked for; anything but offline writes nothing
+            settings = kwargs.get("settings")
+            asked.append(kwargs.get("mode") or getattr(settings, "mode", None))
+            if asked[-1] != "offline":
+                kwargs["mode"] = "disabled"  # a check never goes online, whatever WANDB_MODE says
+            return real_init(*args, **kwargs)
+
+        with mock.patch.dict(os.environ, env), mock.patch.object(wandb, "init", init):
             try:
                 run_id = answer_of(log_run, d / "runs", dict(config), list(losses), model_file)
             finally:
@@ -40,7 +49,8 @@ def _check_9_1(log_run):
                     wandb.finish()
         expect(not still_open, "the run is still open when log_run returns: finish it with run.finish()")
         runs = sorted((d / "runs").rglob("offline-run-*"))
-        expect(runs, 'no offline run in the folder: wandb.init(..., mode="offline", dir=folder)')
+        offline = asked and asked[-1] == "offline"
+        expect(runs and offline, 'no offline run in the folder: wandb.init(..., mode="offline", dir=folder)')
         run = read_offline_run(runs[0], timeout=30)
         kept = {k: run["config"].get(k) for k in config}
         expect(kept == config, f"the run's config holds {kept}: pass config=config to wandb.init")
