@@ -6,11 +6,9 @@ Docs: https://course-lib.github.io/course_lib/pytorch_loop.html.md"""
 
 # %% ../nbs/03_pytorch_loop.ipynb #c004
 from __future__ import annotations
-import math
-import os
 import random
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
@@ -18,15 +16,16 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from .checks import check_choice, check_settings
+from .checkpoints import FitState, restore_fit_state, save_fit_state
+from .precision import PRECISIONS, resolve_precision
 from .errors import CourseLibError
 from .progress import progress_bar
+from .runs import epoch_row, history_dict
 from .dataset import normalize_batch
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'WeightedFocalLoss', 'seed_everything', 'autocast', 'cpu_has_bf16', 'recommended_precision',
-           'resolve_precision', 'check_finite_loss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc',
-           'evaluate', 'save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'epoch_row', 'history_dict',
-           'FitState', 'fit']
+__all__ = ['WeightedFocalLoss', 'seed_everything', 'autocast', 'check_finite_loss', 'TrainConfig', 'to_device', 'train_one_epoch',
+           'roc_auc', 'evaluate', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c012
 class WeightedFocalLoss(nn.Module):
@@ -48,9 +47,6 @@ class WeightedFocalLoss(nn.Module):
         return (at * (1 - pt) ** self.gamma * bce).mean()
 
 # %% ../nbs/03_pytorch_loop.ipynb #c015
-PRECISIONS = ("32", "16-mixed", "bf16-mixed")
-
-
 def seed_everything(
     seed: int,  # seeds Python's, NumPy's and torch's generators
 ) -> None:
@@ -72,52 +68,6 @@ def autocast(
         dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16,
         enabled=precision != "32",
     )
-
-# %% ../nbs/03_pytorch_loop.ipynb #c015b
-def cpu_has_bf16() -> bool:
-    "Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), so bf16 autocast is fast on it."
-    if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        return False  # bf16 instructions come with AVX-512; without it PyTorch emulates bf16
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:  # not Linux: no way to tell, so do not bet on bf16
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def recommended_precision(
-    device,  # a torch.device or its name
-) -> str:
-    """The fastest safe precision on `device`: bf16 where the hardware has it natively, fp16 on older GPUs,
-    else fp32."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        return "bf16-mixed" if major >= 8 else "16-mixed"  # T4 is 7.5: bf16 would be emulated
-    if device.type == "cpu":
-        return "bf16-mixed" if cpu_has_bf16() else "32"
-    return "32"
-
-
-def resolve_precision(
-    precision: str,  # one of PRECISIONS
-    device,  # the device training runs on
-) -> str:
-    "The precision `fit` will use on `device`: fp16 becomes the CPU's best choice there, with a notice."
-    device = torch.device(device)
-    check_choice("precision", precision, PRECISIONS)
-    if device.type != "cpu":
-        return precision
-    if precision == "16-mixed":  # fp16 autocast is a GPU feature (Lightning makes the same switch)
-        choice = recommended_precision(device)
-        print(f"notice: 16-mixed is not supported on CPU; using {choice}")
-        return choice
-    if precision == "bf16-mixed" and not cpu_has_bf16():
-        print(
-            "notice: this CPU has no bf16 instructions: "
-            "bf16-mixed is emulated and may be much slower than fp32"
-        )
-    return precision
 
 # %% ../nbs/03_pytorch_loop.ipynb #c016
 def check_finite_loss(
@@ -254,123 +204,7 @@ def evaluate(
         targets=targets,
     )
 
-# %% ../nbs/03_pytorch_loop.ipynb #c021
-def save_checkpoint(
-    path,  # the file to write
-    **state,  # what to save, by name (weights, optimizer state, epoch, ...)
-) -> Path:
-    "torch.save `state` to `path` atomically (temporary file + rename)."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # one temporary name per process
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def uncompiled_state_dict(
-    state_dict: dict,  # weights, maybe saved from a torch.compile'd model
-) -> dict:
-    "`state_dict` with torch.compile's `_orig_mod.` taken out of every name (chapter 07)."
-    return {k.replace("_orig_mod.", ""): v for k, v in state_dict.items()}
-
-
-def load_checkpoint(
-    path,  # a file written by save_checkpoint
-    map_location="cpu",  # where the tensors go
-) -> dict:
-    "Load a checkpoint safely (weights_only=True); a damaged file is a CourseLibError."
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError:
-        raise CourseLibError(f"no checkpoint at {path}") from None
-    except Exception as e:
-        raise CourseLibError(
-            f"checkpoint {path} is damaged or not a course_lib checkpoint ({type(e).__name__})"
-        ) from None
-
-# %% ../nbs/03_pytorch_loop.ipynb #c023
-def epoch_row(
-    epoch,  # the epoch's number, from 0
-    train_loss,  # its mean training loss per image
-    ev,  # evaluate's result
-    seconds,  # its wall time
-) -> dict:
-    "One epoch of history, as every engine writes it to metrics.json."
-    return dict(
-        epoch=epoch,
-        train_loss=float(train_loss),
-        valid_loss=float(ev["valid_loss"]),
-        valid_auc=float(ev["valid_auc"]),
-        seconds=round(seconds, 3),
-    )
-
-
-def history_dict(
-    engine: str,  # which engine trained: pytorch, lightning or xla
-    rows: list[dict],  # one epoch_row per epoch
-    **extra,  # more keys for the dict
-) -> dict:
-    "The metrics.json structure: engine, per-epoch rows, best validation AUC."
-    aucs = [r["valid_auc"] for r in rows if not math.isnan(r["valid_auc"])]
-    return dict(engine=engine, epochs=rows, best_valid_auc=max(aucs) if aucs else float("nan"), **extra)
-
 # %% ../nbs/03_pytorch_loop.ipynb #c024
-@dataclass
-class FitState:
-    "Where a run of `fit` stands after an epoch: the loop's part of every checkpoint, and all resuming needs."
-
-    epoch: int = -1  # the last finished epoch; -1 before the first
-    history: list = field(default_factory=list)  # one epoch_row per finished epoch
-    best: float = -1.0  # the best validation AUC so far
-    since_best: int = 0  # epochs since the best one
-
-    def record(
-        self,
-        row: dict,  # the finished epoch's epoch_row
-    ) -> bool:
-        "Add an epoch's row; whether its AUC is a new best."
-        improved = row["valid_auc"] > self.best
-        self.history.append(row)
-        self.epoch, self.best = row["epoch"], max(self.best, row["valid_auc"])
-        self.since_best = 0 if improved else self.since_best + 1
-        return improved
-
-
-def _save_epoch(run, cfg, improved, state: FitState, ev, config):
-    """Write last.pt (the weights, optimizer and scaler, and the FitState) every epoch, and best.pt when AUC
-    improved; returns last.pt's path."""
-    if not cfg.checkpoint_dir:
-        return None
-    ckpt = dict(
-        model=run.base.state_dict(),  # the module's own names, compiled or not (chapter 07)
-        optimizer=run.optimizer.state_dict(),
-        scaler=run.scaler.state_dict(),
-        valid_auc=ev["valid_auc"],
-        config=config or {},
-        **asdict(state),
-    )
-    if improved:
-        save_checkpoint(Path(cfg.checkpoint_dir) / "best.pt", **ckpt)
-    return save_checkpoint(Path(cfg.checkpoint_dir) / "last.pt", **ckpt)
-
-
-def _restore(path: Path, run) -> FitState:
-    "Load last.pt into the run's model, optimizer and scaler; its FitState (a new one without last.pt)."
-    if not path.exists():
-        print(f"no checkpoint at {path}: starting from epoch 0")
-        return FitState()
-    ckpt = load_checkpoint(path)
-    run.base.load_state_dict(uncompiled_state_dict(ckpt["model"]))
-    run.optimizer.load_state_dict(ckpt["optimizer"])
-    run.scaler.load_state_dict(ckpt["scaler"])
-    print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
-    return FitState(**{f.name: ckpt[f.name] for f in fields(FitState)})
-
-
 def _setup(model, cfg, loss_fn, device):
     "The run's parts on `device`: model, loss, Adam, scaler; and cfg with the precision the device gets."
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -422,7 +256,7 @@ def fit(
     """Train with Adam, evaluate each epoch, keep the best-AUC and the last checkpoint, stop early; returns
     the history."""
     run, cfg = _setup(model, cfg or TrainConfig(), loss_fn, device)
-    state = _restore(Path(cfg.checkpoint_dir) / "last.pt", run) if cfg.resume else FitState()
+    state = restore_fit_state(Path(cfg.checkpoint_dir) / "last.pt", run) if cfg.resume else FitState()
     ev = None
     bar = progress_bar(range(state.epoch + 1, cfg.epochs), desc="epochs", disable=not cfg.progress)
     for epoch in bar:
@@ -431,7 +265,7 @@ def fit(
         row, ev = _epoch(run, (train_loader, valid_loader), cfg, epoch, on_step)
         improved = state.record(row)
         bar.set_postfix(train_loss=f"{row['train_loss']:.4f}", valid_auc=f"{row['valid_auc']:.3f}")
-        last = _save_epoch(run, cfg, improved, state, ev, config)
+        last = save_fit_state(run, cfg, improved, state, ev, config)
         if on_epoch_end:
             on_epoch_end(row, last, step=(epoch + 1) * len(train_loader))
         if state.since_best >= cfg.patience:

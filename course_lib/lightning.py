@@ -19,16 +19,14 @@ from .checks import check_choice, check_settings
 from .errors import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
 from course_lib.engine import (
-    PRECISIONS,
     TrainConfig,
     WeightedFocalLoss,
     check_finite_loss,
-    epoch_row,
-    history_dict,
-    resolve_precision,
     roc_auc,
     seed_everything,
 )
+from .precision import PRECISIONS, resolve_precision
+from .runs import epoch_row, history_dict
 from .models import create_model
 
 # %% auto #0

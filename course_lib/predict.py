@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .dataset import MelanomaDataset, get_transforms, normalize_batch
-from .engine import load_checkpoint, uncompiled_state_dict
+from .checkpoints import load_checkpoint, uncompiled_state_dict
 from .models import ARCHS, TIMM_PREFIX, create_model
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['FLIPS', 'COMPETITION', 'load_model', 'predict', 'ensemble', 'write_submission', 'submit_to_kaggle', 'run_predict']
+__all__ = ['FLIPS', 'COMPETITION', 'load_model', 'predict', 'ensemble', 'write_submission', 'submit_to_kaggle']
 
 # %% ../nbs/10_predict.ipynb #c011
 def _weights_and_arch(ckpt: dict, path) -> tuple[dict, str | None]:
@@ -145,56 +145,3 @@ def submit_to_kaggle(
         return str(kaggle.api.competition_submit(str(submission), message, COMPETITION))
     except Exception as e:
         raise CourseLibError(f"the submission to {COMPETITION} failed: {e}") from None
-
-# %% ../nbs/10_predict.ipynb #c030b
-def _readable(paths) -> list[Path]:
-    "`paths` as Paths, each checked to be an image PIL can open; one line for the first that is not."
-    from course_lib.dataset import check_image
-
-    paths = [Path(p) for p in paths]
-    for p in paths:
-        why = check_image(p)
-        if why not in (None, "convert"):
-            raise CourseLibError(f"image {p} is {why}")
-    return paths
-
-
-def _test_images(data) -> list[Path]:
-    "DATA/test/*.jpg in test.csv's order, after chapter 02's checks of the table and of every image."
-    from course_lib.dataset import image_path, validate_table
-
-    data = Path(data)
-    if not (data / "test.csv").is_file():
-        raise CourseLibError(
-            f"--data {data} has no test.csv (expected the Kaggle layout: test.csv, test/*.jpg)"
-        )
-    test = validate_table(pd.read_csv(data / "test.csv"), data, split="test")
-    return [image_path(data, n, "test") for n in test.image_name]
-
-
-def run_predict(
-    checkpoints: list,  # one or more checkpoint files; their predictions are averaged
-    images: list | None = None,  # image files to score; or None with `data`
-    data=None,  # a Kaggle-layout folder: predict test.csv's images
-    out=None,  # with `data`: where submission.csv goes
-    tta: bool = False,  # average the flips too
-    batch_size: int = 32,  # images per forward pass
-    overwrite: bool = False,  # replace an existing `out`
-) -> str:
-    "What `course-lib predict` prints: a line per image, or where the submission went."
-    if bool(images) == (data is not None):
-        raise CourseLibError("give either image files or --data DIR, not both and not neither")
-    if (data is None) != (out is None):
-        raise CourseLibError("--data and --out go together: --data DIR --out submission.csv")
-    paths = _readable(images) if images else _test_images(data)
-    loaded = [load_model(c) for c in checkpoints]
-    sizes = {info["img_size"] for _, info in loaded}
-    if len(sizes) != 1 or None in sizes:
-        raise CourseLibError(
-            f"the checkpoints' training resolutions differ or are unknown: {sorted(map(str, sizes))}"
-        )
-    preds = ensemble([m for m, _ in loaded], paths, sizes.pop(), tta, batch_size)
-    if data is None:
-        return "\n".join(f"{p}\t{t:.4f}" for p, t in zip(preds.path, preds.target))
-    written = write_submission(preds, Path(data) / "test.csv", out, overwrite)
-    return f"wrote {len(preds)} predictions from {len(loaded)} checkpoint(s) to {written}"

@@ -24,11 +24,11 @@ from course_lib.engine import (
     WeightedFocalLoss,
     autocast,
     check_finite_loss,
-    history_dict,
     roc_auc,
-    save_checkpoint,
     seed_everything,
 )
+from .checkpoints import save_checkpoint
+from .runs import history_dict
 from .models import create_model
 
 # %% auto #0
@@ -117,7 +117,8 @@ def melanoma_task(
 ) -> Task:
     "Chapters 02-03's melanoma data (one fold), model and focal loss; ROC AUC."
     from course_lib.data import add_folds, read_train_table
-    from course_lib.dataset import MelanomaDataset, get_transforms, image_path
+    from course_lib.dataset import MelanomaDataset, get_transforms
+    from course_lib.tables import image_path
 
     d = Path(flags["data_dir"])
     df = add_folds(read_train_table(d, verbose=False), seed=flags["seed"])

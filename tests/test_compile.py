@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 from conftest import run_cli, run_main
-from course_lib.engine import load_checkpoint, uncompiled_state_dict
+from course_lib.checkpoints import load_checkpoint, uncompiled_state_dict
 from course_lib.models import create_model
 from course_lib.predict import load_model
 

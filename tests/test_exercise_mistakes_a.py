@@ -314,7 +314,8 @@ class ImageOnly(_Items):
 
 class ThroughTheCoursesHelpers(_Items):
     def __getitem__(self, idx):
-        from course_lib.dataset import augment, load_image
+        from course_lib.dataset import load_image
+        from course_lib.seeding import augment
 
         image = load_image(self.image_paths[idx])
         if self.augmentations is not None:

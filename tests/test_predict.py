@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 from conftest import REPO, run_main
-from course_lib.engine import TrainConfig, evaluate, fit, save_checkpoint, seed_everything
+from course_lib.engine import TrainConfig, evaluate, fit, seed_everything
+from course_lib.checkpoints import save_checkpoint
 from course_lib.models import create_model
 from course_lib.errors import CourseLibError
 from course_lib.predict import FLIPS, ensemble, load_model, predict, write_submission
@@ -30,7 +31,7 @@ def trained(sample_dir, tmp_path_factory):
 
 
 def test_a_checkpoint_predicts_what_evaluation_measured(trained, sample_dir):
-    from course_lib.dataset import image_path
+    from course_lib.tables import image_path
 
     model, info = load_model(trained["ckpt"])
     assert info["arch"] == ARCH and info["img_size"] == SIZE and not model.training
@@ -76,7 +77,7 @@ def test_lightning_and_xla_checkpoints_load(trained, tmp_path):
 
 
 def load_checkpoint_weights(path):
-    from course_lib.engine import load_checkpoint
+    from course_lib.checkpoints import load_checkpoint
 
     return load_checkpoint(path)["model"]
 

@@ -171,7 +171,7 @@ def replicas(out):
     """Two replicas with batch 16 and one with batch 32 (same effective learning rate): final weights and
     metrics."""
     import torch.multiprocessing as mp
-    from course_lib.engine import load_checkpoint
+    from course_lib.checkpoints import load_checkpoint
     from course_lib.xla import XLA_DEFAULTS
 
     flags = dict(
