@@ -139,7 +139,8 @@ def run_lightning(model, batches, device, precision, accumulate, channels_last, 
     """course_lib.lightning.MelanomaModule under a Trainer; a callback marks the start of every optimizer
     step. With `compile`, the Trainer gets torch.compile(module), as `course-lib train --compile` hands it."""
     import pytorch_lightning as pl
-    from course_lib.lightning import MelanomaModule, lightning_precision
+    from course_lib.lightning import MelanomaModule
+    from course_lib.precision import lightning_precision
 
     module = MelanomaModule("efficientnet-b0", channels_last=channels_last)
     module.model = model  # the same architecture instance as the other loops

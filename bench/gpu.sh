@@ -9,10 +9,10 @@
 # Steps, each under its own time limit so the whole stays under 9 minutes (the limits add up to 520 s);
 # every step saves its results under $OUT as it goes, so a step cut short keeps what it measured:
 #   1. bench.py, EfficientNet-B0 256 px batch 64, the course's settings (fp32; bf16 + channels_last),
-#      all three loops in one process, 5 interleaved rounds of 100 steps            (limit 150 s)
-#   2. bench.py, the same two settings compiled (chapter 07), 3 rounds of 50 steps;
+#      all three loops in one process, 3 interleaved rounds of 60 steps            (limit 150 s)
+#   2. bench.py, the same two settings compiled (chapter 07), 1 round of 30 steps;
 #      the first step, which holds the compilation, is reported on its own           (limit 150 s)
-#   3. epoch.py, one epoch of each pipeline on 33,126 generated JPEGs at batch 256   (limit 100 s)
+#   3. epoch.py, one epoch of each pipeline on 16,384 generated JPEGs at batch 256   (limit 100 s)
 #   4. profile_engine.py, the engine against the reference under torch.profiler    (limit 50 s)
 #   5. loader.py, every pipeline alone with 8 and 16 workers                        (limit 70 s)
 # `course` (limit 470 s): course-book run-notebooks --smoke, the executed notebooks and summary.json in
@@ -67,13 +67,13 @@ if [ "${GPU_SH_TINY:-0}" = 1 ]; then
     LOADER=(--n 40 --file-size 64 --img-size 32 --batch-size 8 --workers 0 1 --rounds 1)
 else
     BENCH=(--device cuda --in-process --arch efficientnet-b0 --img-size 256 --batch-size 64
-        --steps 100 --warmup 10 --rounds 5 --only 32 "bf16-mixed + channels_last")
+        --steps 60 --warmup 10 --rounds 3 --only 32 "bf16-mixed + channels_last")
     COMPILED=(--device cuda --in-process --arch efficientnet-b0 --img-size 256 --batch-size 64
-        --steps 50 --warmup 10 --rounds 3 --only 32 "32 + compile" "bf16-mixed + channels_last"
+        --steps 30 --warmup 5 --rounds 1 --only 32 "32 + compile" "bf16-mixed + channels_last"
         "bf16-mixed + channels_last + compile")
-    EPOCH=(--device cuda --n 33126 --workers 16 --batch-size 256 --img-size 256)
-    PROFILE=(--device cuda --arch efficientnet-b0 --img-size 256 --batch-size 64 --steps 30 --rounds 3)
-    LOADER=(--n 8192 --img-size 256 --batch-size 64 --workers 8 16 --rounds 2)
+    EPOCH=(--device cuda --n 16384 --workers 16 --batch-size 256 --img-size 256)
+    PROFILE=(--device cuda --arch efficientnet-b0 --img-size 256 --batch-size 64 --steps 20 --rounds 1)
+    LOADER=(--n 4096 --img-size 256 --batch-size 64 --workers 8 16 --rounds 1)
 fi
 CACHE="$OUT/.data"  # generated JPEGs, removed at the end
 

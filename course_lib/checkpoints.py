@@ -13,7 +13,8 @@ import torch
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'FitState', 'save_fit_state', 'restore_fit_state']
+__all__ = ['save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'FitState', 'save_fit_state', 'restore_fit_state',
+           'is_intact']
 
 # %% ../nbs/checkpoints.ipynb #ff319af0
 def save_checkpoint(
@@ -114,3 +115,16 @@ def restore_fit_state(
     run.scaler.load_state_dict(ckpt["scaler"])
     print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
     return FitState(**{f.name: ckpt[f.name] for f in fields(FitState)})
+
+# %% ../nbs/checkpoints.ipynb #ea75dd1b
+def is_intact(
+    path: Path,  # a file written by torch.save (a zip archive)
+) -> bool:
+    "Whether `path` is a whole torch.save archive: a truncated or altered file fails the zip check."
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.testzip() is None
+    except (zipfile.BadZipFile, OSError):
+        return False

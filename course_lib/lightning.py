@@ -15,7 +15,8 @@ from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from fastcore.basics import patch
 from torchmetrics.classification import BinaryAUROC
 from torchmetrics.utilities.data import dim_zero_cat  # torchmetrics 1.0 has it here only
-from .checks import check_choice, check_settings
+from .checks import check_settings
+from .checkpoints import is_intact
 from .errors import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
 from course_lib.engine import (
@@ -25,13 +26,12 @@ from course_lib.engine import (
     roc_auc,
     seed_everything,
 )
-from .precision import PRECISIONS, resolve_precision
+from .precision import lightning_precision, resolve_precision
 from .runs import epoch_row, history_dict
 from .models import create_model
 
 # %% auto #0
-__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'is_tpu', 'lightning_precision', 'trainer_settings',
-           'fit_lightning']
+__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'trainer_settings', 'fit_lightning']
 
 # %% ../nbs/04_lightning.ipynb #c007
 class MelanomaModule(pl.LightningModule):
@@ -166,35 +166,6 @@ class HistoryCallback(Callback):
     def load_state_dict(self, state):
         self.rows = list(state["rows"])
 
-# %% ../nbs/04_lightning.ipynb #c015
-def is_tpu(
-    accelerator,  # a name such as 'tpu', or a Lightning Accelerator
-) -> bool:
-    "Whether `accelerator` is Lightning's TPU accelerator, by name or as an instance (chapter 08)."
-    from pytorch_lightning.accelerators import XLAAccelerator
-
-    return accelerator == "tpu" or isinstance(accelerator, XLAAccelerator)
-
-
-def lightning_precision(
-    precision: str,  # one of PRECISIONS
-    accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 08)
-) -> str:
-    "Lightning's name for a course precision ('32' -> '32-true')."
-    check_choice("precision", precision, PRECISIONS)
-    if not is_tpu(accelerator):
-        return "32-true" if precision == "32" else precision
-    # Lightning's XLA plugin takes only 32-true, 16-true and bf16-true
-    if precision == "16-mixed":
-        raise CourseLibError("--precision 16-mixed is not supported on TPU: use bf16-mixed or 32")
-    if precision == "bf16-mixed":  # not mixed any more: the weights and their updates are bf16 too
-        print(
-            "notice: on TPU Lightning has no bf16-mixed; using bf16-true, which keeps the weights in bf16 "
-            "and can lose small updates (chapter 05): --precision 32 keeps them in fp32"
-        )
-        return "bf16-true"
-    return "32-true"
-
 # %% ../nbs/04_lightning.ipynb #c015y
 def trainer_settings(
     cfg: TrainConfig | None = None,  # chapter 03's settings, checked when made; None: TrainConfig()
@@ -240,19 +211,6 @@ def trainer_settings(
     )
 
 # %% ../nbs/04_lightning.ipynb #c015w
-def _intact(
-    path: Path,  # a file written by torch.save (a zip archive)
-) -> bool:
-    "Whether `path` is a whole torch.save archive: a truncated or altered file fails the zip check."
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(path) as z:
-            return z.testzip() is None
-    except (zipfile.BadZipFile, OSError):
-        return False
-
-
 def fit_lightning(
     module,  # a MelanomaModule: the model's own settings (lr, seed, channels_last, compile) are its hparams
     datamodule,  # a MelanomaDataModule
@@ -267,7 +225,7 @@ def fit_lightning(
     history, resume = settings["callbacks"][0], cfg.resume
     trainer = pl.Trainer(**{**settings, **trainer_kw})
     last = Path(cfg.checkpoint_dir or ".") / "last.ckpt"
-    if resume and last.exists() and not _intact(last):
+    if resume and last.exists() and not is_intact(last):
         raise CourseLibError(
             f"checkpoint {last} is damaged or not a course_lib checkpoint: restore it, or start again "
             "with --overwrite"

@@ -9,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 import torch
 from .checks import check_choice
+from .errors import CourseLibError
 
 PRECISIONS = ("32", "16-mixed", "bf16-mixed")
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision']
+__all__ = ['PRECISIONS', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'is_tpu', 'lightning_precision']
 
 # %% ../nbs/precision.ipynb #6ac9cdb3
 def cpu_has_bf16() -> bool:
@@ -60,3 +61,32 @@ def resolve_precision(
             "bf16-mixed is emulated and may be much slower than fp32"
         )
     return precision
+
+# %% ../nbs/precision.ipynb #52457cc0
+def is_tpu(
+    accelerator,  # a name such as 'tpu', or a Lightning Accelerator
+) -> bool:
+    "Whether `accelerator` is Lightning's TPU accelerator, by name or as an instance (chapter 08)."
+    from pytorch_lightning.accelerators import XLAAccelerator
+
+    return accelerator == "tpu" or isinstance(accelerator, XLAAccelerator)
+
+
+def lightning_precision(
+    precision: str,  # one of PRECISIONS
+    accelerator="auto",  # on "tpu", bf16 becomes "bf16-true" (chapter 08)
+) -> str:
+    "Lightning's name for a course precision ('32' -> '32-true')."
+    check_choice("precision", precision, PRECISIONS)
+    if not is_tpu(accelerator):
+        return "32-true" if precision == "32" else precision
+    # Lightning's XLA plugin takes only 32-true, 16-true and bf16-true
+    if precision == "16-mixed":
+        raise CourseLibError("--precision 16-mixed is not supported on TPU: use bf16-mixed or 32")
+    if precision == "bf16-mixed":  # not mixed any more: the weights and their updates are bf16 too
+        print(
+            "notice: on TPU Lightning has no bf16-mixed; using bf16-true, which keeps the weights in bf16 "
+            "and can lose small updates (chapter 05): --precision 32 keeps them in fp32"
+        )
+        return "bf16-true"
+    return "32-true"

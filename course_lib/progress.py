@@ -9,13 +9,14 @@ from __future__ import annotations
 import importlib.util
 import warnings
 
-if importlib.util.find_spec("ipywidgets") is None:  # no widgets to draw: the warning would only say that
+HAS_WIDGETS = importlib.util.find_spec("ipywidgets") is not None  # looked up once, at import
+if not HAS_WIDGETS:  # no widgets to draw: the warning would only say that
     with warnings.catch_warnings():  # imported once, quietly: albumentations and timm import it too
         warnings.simplefilter("ignore")
         import tqdm.auto  # noqa: F401
 
 # %% auto #0
-__all__ = ['progress_bar']
+__all__ = ['HAS_WIDGETS', 'progress_bar']
 
 # %% ../nbs/progress.ipynb #3f961ced
 def progress_bar(
@@ -23,7 +24,7 @@ def progress_bar(
     **kwargs,  # passed to tqdm: desc, total, unit, leave, disable
 ):
     "A tqdm bar: `tqdm.auto` (a widget in Jupyter) with ipywidgets, else plain text, never a warning."
-    if importlib.util.find_spec("ipywidgets") is not None:
+    if HAS_WIDGETS:
         from tqdm.auto import tqdm
     else:
         from tqdm.std import tqdm

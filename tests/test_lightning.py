@@ -113,7 +113,7 @@ def test_ddp_passes_the_epoch_to_chapter_02s_sampler():
 
 def test_bf16_mixed_on_tpu_becomes_bf16_true_with_one_line(capsys):
     "Lightning's XLA plugin has no bf16-mixed: the switch to bf16 weights is said, not silent."
-    from course_lib.lightning import lightning_precision
+    from course_lib.precision import lightning_precision
 
     assert lightning_precision("bf16-mixed", accelerator="tpu") == "bf16-true"
     out = capsys.readouterr().out.strip().splitlines()

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 # %% auto #0
-__all__ = ['EXERCISES', 'Wrong', 'expect', 'answer_of', 'close', 'Exercise', 'exercise', 'registered', 'verdict', 'check']
+__all__ = ['EXERCISES', 'Wrong', 'expect', 'answer_of', 'close', 'reference_epoch', 'Exercise', 'exercise', 'registered',
+           'verdict', 'check']
 
 # %% ../../nbs/exercises.ipynb #e004
 class Wrong(Exception):
@@ -52,6 +53,24 @@ def close(
     if got.shape != want.shape:
         return False
     return got.numel() == 0 or bool((got - want).abs().max() <= tol)
+
+# %% ../../nbs/exercises.ipynb #9488a7a9
+def reference_epoch(
+    model,  # trained in place
+    loader,  # (x, y) batches
+    loss_fn,  # called as loss_fn(model(x), y)
+    optimizer,  # stepped once per batch
+) -> float:
+    "One correct training epoch, which the loop exercises (3.5, 8.2) compare an answer with; its mean loss."
+    model.train()
+    total, seen = 0.0, 0
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total, seen = total + loss.item() * len(x), seen + len(x)
+    return total / seen
 
 # %% ../../nbs/exercises.ipynb #e006
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ Docs: https://course-lib.github.io/course_lib/exercises/ch03.html.md"""
 # %% ../../nbs/exercises/ch03.ipynb #x0302
 from __future__ import annotations
 import math
-from . import answer_of, close, exercise, expect
+from . import answer_of, close, exercise, expect, reference_epoch
 
 # %% auto #0
 __all__ = []
@@ -157,19 +157,6 @@ def _epoch_setup():
     return model, loader, torch.optim.SGD(model.parameters(), lr=0.1)
 
 
-def _reference_epoch(model, loader, loss_fn, optimizer) -> float:
-    "One correct epoch: the weights a right answer ends with, and the mean loss it returns."
-    model.train()
-    total, seen = 0.0, 0
-    for x, y in loader:
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        total, seen = total + loss.item() * len(x), seen + len(x)
-    return total / seen
-
-
 @exercise("3.5", "the training loop")
 def _check_3_5(train_epoch):
     import torch
@@ -177,7 +164,7 @@ def _check_3_5(train_epoch):
 
     model, loader, optimizer = _epoch_setup()
     want_model, _, want_optimizer = _epoch_setup()
-    want = _reference_epoch(want_model, loader, nn.MSELoss(), want_optimizer)
+    want = reference_epoch(want_model, loader, nn.MSELoss(), want_optimizer)
     model.eval()  # as after evaluate: the answer must switch to training mode
     steps = []
     optimizer.register_step_post_hook(lambda *args: steps.append(1))

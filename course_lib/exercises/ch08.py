@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
-from . import Wrong, answer_of, exercise, expect
+from . import Wrong, answer_of, exercise, expect, reference_epoch
 
 # %% auto #0
 __all__ = []
@@ -169,15 +169,8 @@ def _check_8_2(xla_epoch):
     if "error" in result:
         raise Wrong(f"your code raised {result['error']}")
     expect(result["got"] is not None, "xla_epoch returned None: write its body")
-    model, loader, loss_fn = _epoch_problem()
-    optimizer, total = torch.optim.SGD(model.parameters(), lr=0.05), 0.0
-    for x, y in loader:  # the same epoch on the CPU: every replica had the same batches and gradients
-        optimizer.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-        total += loss.item() * len(x)
-    want = total / 32
+    model, loader, loss_fn = _epoch_problem()  # the same epoch on the CPU: every replica had the same batches
+    want = reference_epoch(model, loader, loss_fn, torch.optim.SGD(model.parameters(), lr=0.05))
     same = all(torch.allclose(result["weights"][k], v, atol=1e-5) for k, v in model.state_dict().items())
     expect(
         same,

@@ -28,7 +28,7 @@ def _check_9_1(log_run):
         torch.save({"weight": torch.ones(2)}, model_file)
         losses, config = [0.9, 0.7, 0.55], {"lr": 0.001, "arch": "simple-cnn"}
         env = {k: str(d / k.lower()) for k in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR")}
-        env.update(WANDB_MODE="disabled", WANDB_SILENT="true")  # nothing is written unless asked offline
+        env.update(WANDB_MODE="disabled", WANDB_SILENT="true")  # wandb.login, Api: no network, ever
         import wandb
 
         real_init, asked = wandb.init, []
