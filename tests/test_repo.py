@@ -176,3 +176,27 @@ def test_the_recorded_course_run_in_the_index_covers_every_notebook():
         "a notebook was added or renamed: record a new run (course-book run-notebooks --smoke --record ...)"
     )
     assert all(n["status"] == "ok" for n in record["notebooks"])
+
+
+LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")  # a relative markdown link's target
+
+
+def test_every_relative_link_in_the_notebooks_and_docs_points_at_a_file():
+    """The English and Korean notebooks (solutions too) and the repository's markdown, as GitHub and Jupyter
+    open them."""
+    notebooks = [*(REPO / "nbs").rglob("*.ipynb"), *(REPO / "ko").glob("*.ipynb")]
+    docs = [*REPO.glob("*.md"), *(REPO / "bench").glob("*.md"), *(REPO / "locales").rglob("*.md")]
+    broken = []
+    for path in notebooks + docs:
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        if path.suffix == ".ipynb":
+            cells = json.loads(path.read_text())["cells"]
+            text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        else:
+            text = path.read_text()
+        for target in LINK.findall(text):
+            file = target.split("#")[0]
+            if file and not (path.parent / file).exists():
+                broken.append(f"{path.relative_to(REPO)}: {target}")
+    assert len(notebooks) > 30 and not broken, "\n".join(broken)

@@ -51,7 +51,7 @@ def test_every_page_loads_without_errors_broken_links_or_missing_plots(site, cou
     pages, problems = check(site, shots, _chromium())
     assert not problems, "\n".join(problems[:40])
     chapters = [p.stem for p in find_notebooks(REPO / "nbs") if not p.name.startswith("00_")]
-    assert {f"nbs/{c}.html" for c in chapters} <= set(pages)
+    assert {f"nbs/{c}.html" for c in chapters} | {f"ko/nbs/{c}.html" for c in chapters} <= set(pages)
     assert "index.html" in pages and "api/index.html" in pages
     leaks = [
         p.name
@@ -164,20 +164,33 @@ def test_every_exported_name_has_a_reference_entry_linked_both_ways(site):
         assert f'href="../api/{module}.html#{names[0]}"' in chapter, f"{taught[1]} does not link back"
 
 
-def test_hints_solutions_and_answers_are_folded_under_each_exercise_and_question(site):
-    "A chapter page folds each exercise's hint and worked solution, and each question's answer."
+FOLDED = {  # per language: the site's folder, the chapters' folder, and the titles of the folded blocks
+    "en": ("", "nbs", "Exercise", {"Hint": "Hint", "Solution": "Solution", "Answer": "Answer"}),
+    "ko": ("ko/", "ko", "연습 문제", {"Hint": "힌트", "Solution": "풀이", "Answer": "답"}),
+}
+
+
+@pytest.mark.parametrize("lang", FOLDED)
+def test_hints_solutions_and_answers_are_folded_under_each_exercise_and_question(site, lang):
+    """A chapter page, in each language, folds each exercise's hint and worked solution, and each question's
+    answer."""
+    folder, chapters, exercise, titles = FOLDED[lang]
+    total = 0
     for chapter in find_notebooks(REPO / "nbs")[1:]:
-        page = (site / "nbs" / f"{chapter.stem}.html").read_text()
-        md = "\n".join("".join(c["source"]) for c in json.loads(chapter.read_text())["cells"])
-        exercises = len(re.findall(r"^### Exercise \d+\.\d+:", md, re.M))
-        questions = md.count("<details><summary>Answer</summary>")
+        page = (site / f"{folder}nbs" / f"{chapter.stem}.html").read_text()
+        cells = json.loads((REPO / chapters / chapter.name).read_text())["cells"]
+        md = "\n".join("".join(c["source"]) for c in cells)
+        exercises = len(re.findall(rf"^### {exercise} \d+\.\d+:", md, re.M))
+        questions = md.count(f"<details><summary>{titles['Answer']}</summary>")
         opened = re.findall(r'<details class="sd-sphinx-override sd-dropdown[^"]*"\s+open', page)
         summaries = re.findall(
             r'<summary class="sd-summary-title[^>]*>\s*<span class="sd-summary-text">(\w+)', page
         )
-        want = {"Hint": exercises, "Solution": exercises, "Answer": questions}
-        assert {k: summaries.count(k) for k in want} == want, chapter.name
-        assert not opened and questions >= 10, chapter.name
+        want = {titles["Hint"]: exercises, titles["Solution"]: exercises, titles["Answer"]: questions}
+        assert {k: summaries.count(k) for k in want} == want, (lang, chapter.name)
+        assert not opened and questions >= 10, (lang, chapter.name)
+        total += exercises
+    assert total >= 30, f"{total} exercises found: the headings are not read as exercises"
 
 
 def test_site_without_a_course_run_is_one_clear_error(tmp_path):

@@ -3,6 +3,8 @@ them, and Korean notebooks in step with the English ones, with the same code, th
 
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 from conftest import REPO
@@ -12,7 +14,9 @@ from course_lib.book.translations import (
     TRANSLATED_DIR,
     catalog_path,
     catalog_stats,
+    banned_terms,
     read_catalog,
+    style_problems,
     terminology,
     translate,
     translated_notebooks,
@@ -48,6 +52,41 @@ def test_translations_keep_code_links_tables_and_the_chosen_terms(lang):
                     f"{nb.name}: {p}: {m.id[:60]!r}" for p in translation_problems(m.id, m.string, terms)
                 ]
     assert not problems, "\n".join(problems[:30])
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_one_word_per_meaning_one_register_and_no_semicolons(lang):
+    banned = banned_terms(REPO, lang)
+    assert len(banned) >= 15
+    problems = [
+        f"{nb.name}: {p}: {m.string[:70]!r}"
+        for nb in translated_notebooks(REPO)
+        for m in read_catalog(catalog_path(REPO, lang, nb.name))
+        if m.id and m.string
+        for p in style_problems(m.string, banned)
+    ]
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_identical_english_has_identical_translations(lang):
+    seen = {}
+    for nb in translated_notebooks(REPO):
+        for m in read_catalog(catalog_path(REPO, lang, nb.name)):
+            if m.id:
+                seen.setdefault(m.id, {}).setdefault(m.string, []).append(nb.name)
+    differ = {en[:60]: list(tr.values()) for en, tr in seen.items() if len(tr) > 1}
+    assert not differ, f"one English message, several translations: {differ}"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_gettext_accepts_every_catalog(lang):
+    "gettext's own checker, as Poedit, Weblate or a .mo build runs it: no error, no warning."
+    assert shutil.which("msgfmt"), "msgfmt not found: install gettext (apt install gettext)"
+    for nb in translated_notebooks(REPO):
+        po = catalog_path(REPO, lang, nb.name)
+        r = subprocess.run(["msgfmt", "-c", "-o", "/dev/null", str(po)], capture_output=True, text=True)
+        assert r.returncode == 0 and not r.stderr, f"{po.name}: {r.stderr}"
 
 
 SCRIPT = {"ko": re.compile(r"[\uac00-\ud7a3]")}  # a translation's prose is written in its script: Hangul
@@ -102,8 +141,6 @@ def test_a_korean_notebook_runs_in_smoke_mode(tmp_path):
 
 def test_an_english_change_marks_its_entry_fuzzy_and_a_new_paragraph_untranslated(tmp_path):
     "What keeps the Korean from falling behind: the tests above fail until the translator mends both."
-    import shutil
-
     (tmp_path / "nbs").mkdir()
     shutil.copy(REPO / "nbs" / "99_cli.ipynb", tmp_path / "nbs")
     po = catalog_path(tmp_path, "ko", "99_cli.ipynb")

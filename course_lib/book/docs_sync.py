@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import posixpath
 import re
 import time
 import tomllib
@@ -16,8 +17,8 @@ from pathlib import Path
 from .runner import results_text, find_notebooks
 
 # %% auto #0
-__all__ = ['RESULTS_FILE', 'repo_url', 'badges', 'pages_url', 'relink', 'notebook_title', 'toc', 'record_run', 'results_table',
-           'notebook_text', 'sync_docs', 'make_readme']
+__all__ = ['RESULTS_FILE', 'RESULTS_WORDS', 'repo_url', 'badges', 'pages_url', 'relink', 'notebook_title', 'toc', 'record_run',
+           'results_table', 'notebook_text', 'sync_docs', 'make_readme']
 
 # %% ../../nbs/book/docs_sync.ipynb #c015
 def repo_url(
@@ -89,7 +90,7 @@ def toc(
         if p.name.startswith("00_"):
             continue
         title, sub = notebook_title(json.loads(p.read_text()))
-        rows.append(f"| [{title}](nbs/{p.name}) | {sub} | {badges(p.name, url)} |")
+        rows.append(f"| [{title}]({p.name}) | {sub} | {badges(p.name, url)} |")
     return "\n".join(rows)
 
 
@@ -122,22 +123,29 @@ def record_run(
     )
 
 
+RESULTS_WORDS = {  # the results block's words, per language (the index notebook and its translations)
+    "en": (
+        "Recorded {recorded} with `{command}` on {machine} (Python {python}, torch {torch}):",
+        "| notebook | seconds | what it measured |",
+    ),
+    "ko": (
+        "{recorded}에 `{command}`로 기록한 결과입니다. 머신: {machine} (Python {python}, torch {torch}).",
+        "| 노트북 | 초 | 측정한 것 |",
+    ),
+}
+
+
 def results_table(
     record: dict,  # RESULTS_FILE's content: how and where the run was made, and its summary rows
+    lang: str = "en",  # the language of the words around the numbers
 ) -> str:
-    "Markdown: what each notebook of a recorded course run measured, and how long it took."
-    rows = [
-        f"Recorded {record['recorded']} with `{record['command']}` "
-        f"on {record['machine']} (Python {record['python']}, torch {record['torch']}):",
-        "",
-        "| notebook | seconds | what it measured |",
-        "|---|---:|---|",
-    ]
+    """Markdown: what each notebook of a recorded course run measured, and how long it took; each notebook
+    linked beside the index (nbs/ in English, ko/ in Korean)."""
+    line, head = RESULTS_WORDS[lang]
+    rows = [line.format(**record), "", head, "|---|---:|---|"]
     for r in record["notebooks"]:
         measured = results_text(r["results"])
-        rows.append(
-            f"| [{r['notebook']}](nbs/{r['notebook']}) | {r['seconds']} | {measured or r['status']} |"
-        )
+        rows.append(f"| [{r['notebook']}]({r['notebook']}) | {r['seconds']} | {measured or r['status']} |")
     return "\n".join(rows)
 
 # %% ../../nbs/book/docs_sync.ipynb #c019
@@ -186,10 +194,15 @@ def sync_docs(
     return changed
 
 # %% ../../nbs/book/docs_sync.ipynb #c020
+_RELATIVE = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
+
+
 def make_readme(
-    index_nb,  # the path of nbs/00_index.ipynb
+    index_nb,  # the path of nbs/00_index.ipynb (or a translation's index)
+    folder: str = "nbs",  # the index's folder in the repository: its links are relative to it
 ) -> str:
-    "README.md text: the markdown cells of the index notebook (cells tagged `hide` left out)."
+    """README.md text: the markdown cells of the index notebook (cells tagged `hide` left out), its relative
+    links rebased from `folder` to the repository root."""
     nb = json.loads(Path(index_nb).read_text())
     cells = [
         "".join(c["source"]).strip()
@@ -200,4 +213,6 @@ def make_readme(
         "<!-- generated from nbs/00_index.ipynb by `course-book sync-docs`: "
         "edit the notebook, not this file -->\n\n"
     )
-    return head + "\n\n".join(cells) + "\n"
+    text = "\n\n".join(cells)
+    text = _RELATIVE.sub(lambda m: f"]({posixpath.normpath(posixpath.join(folder, m[1]))})", text)
+    return head + text + "\n"

@@ -8,18 +8,26 @@ Docs: https://course-lib.github.io/course_lib/book/translations.html.md"""
 from __future__ import annotations
 import json
 import re
+import time
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from .docs_sync import badges, notebook_text, notebook_title, repo_url
+from course_lib.book.docs_sync import (
+    RESULTS_FILE,
+    badges,
+    notebook_text,
+    notebook_title,
+    repo_url,
+    results_table,
+)
 from ..errors import CourseLibError
 from .runner import find_notebooks
 
 # %% auto #0
 __all__ = ['LOCALES', 'LANGUAGES', 'TRANSLATED_DIR', 'Message', 'units', 'render', 'translated_notebooks', 'messages',
            'catalog_path', 'read_catalog', 'update_catalog', 'catalog_stats', 'translate_markdown', 'translation_table',
-           'translated_notebook', 'translated_toc', 'translate', 'sync_translations', 'terminology',
-           'translation_problems']
+           'translated_notebook', 'translated_toc', 'translate', 'sync_translations', 'terminology', 'banned_terms',
+           'translation_problems', 'style_problems']
 
 # %% ../../nbs/book/translations.ipynb #t004
 @dataclass(frozen=True)
@@ -143,16 +151,27 @@ def read_catalog(
         return read_po(f)
 
 
+_DATES = re.compile(rb'"(POT-Creation|PO-Revision)-Date: [^"]*"\n')
+
+
 def _write_catalog(catalog, path: Path, write: bool = True) -> bool:
-    "Write the catalog as .po (no obsolete entries, no dates) when it differs from `path`; whether it did."
+    """Write the catalog as .po when its entries differ from `path`, stamped with the PO-Revision-Date;
+    whether it did. No obsolete entries, and no `python-format` flag: every message is markdown prose,
+    where "%" is a per cent sign, so `msgfmt -c` must not check it as a format string."""
     import io
     from babel.messages.pofile import write_po
 
+    for m in catalog:
+        m.flags.discard("python-format")
     buf = io.BytesIO()
     write_po(buf, catalog, width=0, ignore_obsolete=True, omit_header=False, include_previous=True)
-    data = re.sub(rb'"(POT-Creation|PO-Revision)-Date: [^"]*"\n', b"", buf.getvalue())
-    changed = not path.exists() or path.read_bytes() != data
+    data = _DATES.sub(b"", buf.getvalue())
+    old = path.read_bytes() if path.exists() else b""
+    changed = b"PO-Revision-Date" not in old or _DATES.sub(b"", old) != data
     if changed and write:
+        stamp = time.strftime("%Y-%m-%d %H:%M+0000", time.gmtime()).encode()
+        revised = b'"PO-Revision-Date: ' + stamp + b'\\n"\n"Last-Translator'
+        data = data.replace(b'"Last-Translator', revised, 1)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return changed
@@ -262,11 +281,15 @@ def translated_notebook(
             text = _relink(text, nb_path.name, TRANSLATED_DIR[lang], root, names)
             if "<!-- toc -->" in text:
                 text = _TOC.sub(lambda m: m[1] + translated_toc(root, lang) + "\n" + m[2], text)
+            if "<!-- results -->" in text and (root / RESULTS_FILE).exists():
+                record = json.loads((root / RESULTS_FILE).read_text())
+                text = _RESULTS.sub(lambda m: m[1] + results_table(record, lang) + "\n" + m[2], text)
             c["source"] = text.splitlines(keepends=True)
     return nb
 
 
 _TOC = re.compile(r"(<!-- toc -->\n)(?:.*?\n)?(<!-- /toc -->)", re.S)
+_RESULTS = re.compile(r"(<!-- results -->\n)(?:.*?\n)?(<!-- /results -->)", re.S)
 
 
 def translated_toc(
@@ -329,18 +352,32 @@ _CODE = re.compile(r"`[^`]+`")
 _TARGET = re.compile(r"\]\(([^)\s]+)\)")
 
 
+def _rows(
+    root=".",  # the repository root
+    lang: str = "ko",  # the language
+) -> list[list[str]]:
+    "The cells of every row of the language's TERMINOLOGY.md table."
+    path = Path(root) / LOCALES / lang / "TERMINOLOGY.md"
+    lines = [ln for ln in path.read_text().splitlines() if ln.startswith("| ")]
+    return [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines[1:]]
+
+
 def terminology(
     root=".",  # the repository root
     lang: str = "ko",  # the language
 ) -> list[tuple[str, str]]:
     "(English term, translation) for every row of the language's TERMINOLOGY.md marked as checked."
-    path = Path(root) / LOCALES / lang / "TERMINOLOGY.md"
-    pairs = []
-    for line in path.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and cells[2] == "yes":
-            pairs += [(en.strip(), cells[1]) for en in cells[0].split(",")]
-    return pairs
+    rows = [r for r in _rows(root, lang) if len(r) >= 3 and r[2] == "yes"]
+    return [(en.strip(), r[1]) for r in rows for en in r[0].split(",")]
+
+
+def banned_terms(
+    root=".",  # the repository root
+    lang: str = "ko",  # the language
+) -> list[tuple[str, list[str]]]:
+    "(chosen translation, [banned variants]) for every row of TERMINOLOGY.md with a banned column."
+    rows = [r for r in _rows(root, lang) if len(r) >= 4 and r[3]]
+    return [(r[1], [v.strip() for v in r[3].split(",")]) for r in rows]
 
 
 def _markdown():
@@ -376,6 +413,38 @@ def translation_problems(
             )
     prose = _CODE.sub("", msgid)
     for en, tr in terms:
-        if re.search(rf"\b{re.escape(en)}(s|es)?\b", prose, re.I) and tr.lower() not in msgstr.lower():
+        used = re.search(rf"(?<!\w){re.escape(en)}(s|es)?(?!\w)", prose, re.I)
+        if used and tr.lower() not in msgstr.lower():
             problems.append(f"{en!r} is {tr!r} (TERMINOLOGY.md)")
     return problems
+
+_NOT_PROSE = re.compile(r"`[^`]+`|\]\([^)]*\)|https?://\S+|<[^>]+>|&\w+;")
+
+
+def _variant(
+    v: str,  # a banned variant
+) -> str:
+    """The pattern of a banned variant: from a word's start; an English word also to its end, plural
+    allowed, so that "layer" is not found in "LayerNorm" (Hangul takes its particles: 층 in 층을)."""
+    return rf"(?<!\w){re.escape(v)}" + (r"(?:s|es)?(?![A-Za-z])" if v.isascii() else "")
+
+
+def style_problems(
+    msgstr: str,  # a translation
+    banned: list = (),  # banned_terms(): (chosen form, [variants]) pairs
+) -> list[str]:
+    """What the Korean prose may not say, outside code spans, link targets and HTML: a banned variant of a
+    term (once the chosen form itself is set aside), an English semicolon, the -십시오 register."""
+    prose = _NOT_PROSE.sub(" ", msgstr)
+    problems = [
+        f"'{v}' is '{chosen}' (TERMINOLOGY.md)"
+        for chosen, variants in banned
+        for v in variants
+        if re.search(_variant(v), prose.replace(chosen, " "), re.I)
+    ]
+    if ";" in prose:
+        problems.append("an English semicolon in Korean prose")
+    if "십시오" in prose:
+        problems.append("-십시오: the course's instructions end in -세요")
+    return problems
+

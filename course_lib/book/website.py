@@ -51,6 +51,8 @@ SITE_TEXT = {  # the site's own words, per language: the sidebar's captions and 
         api_intro="Every name `course_lib` exports, by module, each with the notebook that teaches it.",
         module="module",
         taught="taught in",
+        exercise="Exercise",  # a chapter's exercise headings: ### Exercise 3.1
+        solution="Solution",  # the folded worked solution's title
     ),
     "ko": dict(
         chapters="챕터",
@@ -60,6 +62,8 @@ SITE_TEXT = {  # the site's own words, per language: the sidebar's captions and 
         "그 모듈을 가르치는 노트북과 함께 보여 줍니다.",
         module="모듈",
         taught="가르치는 노트북",
+        exercise="연습 문제",
+        solution="풀이 (영어)",  # the worked solutions are written in English
     ),
 }
 _BADGE = re.compile(r"\[!\[Open In (Colab|Kaggle)\]\([^)]*\)\]\(([^)]*)\)")
@@ -112,7 +116,9 @@ _DETAILS = re.compile(
     r"(?P<body>.*?)\n[ \t]*</details>[ \t]*$",
     re.M | re.S,
 )
-_EXERCISE = re.compile(r"^### Exercise (\d+\.\d+)\b")
+_EXERCISE = re.compile(  # an exercise's heading, in any of the site's languages
+    rf"^### (?:{'|'.join(t['exercise'] for t in SITE_TEXT.values())}) (\d+\.\d+)\b"
+)
 
 
 def site_dropdowns(
@@ -129,6 +135,7 @@ def site_dropdowns(
 
 def solutions_by_exercise(
     path,  # a solutions notebook: "### Exercise N.M" headings, each followed by its markdown and code
+    title: str = "Solution",  # the dropdown's title
 ) -> dict:
     "{exercise number: the markdown of a folded 'Solution' dropdown} from a solutions notebook."
     found, number = {}, None
@@ -141,7 +148,7 @@ def solutions_by_exercise(
             continue
         found.setdefault(number, []).append(f"```python\n{text}\n```" if c["cell_type"] == "code" else text)
     return {
-        n: "`````{dropdown} Solution\n" + "\n\n".join(p for p in parts if p) + "\n`````"
+        n: f"`````{{dropdown}} {title}\n" + "\n\n".join(p for p in parts if p) + "\n`````"
         for n, parts in found.items()
     }
 
@@ -498,14 +505,15 @@ def _build(
     return taught
 
 
-def _site_notebook(path: Path, page: str, root: Path, included: set, url: str) -> dict:
+def _site_notebook(path: Path, page: str, root: Path, included: set, url: str, lang: str = "en") -> dict:
     """A notebook as the site shows it: site cells only, outputs without machine paths, links for the site,
     hints and answers folded, and each exercise's worked solution folded under it."""
     nb = json.loads(path.read_text())
     nb["cells"] = site_cells(nb["cells"])
     solutions = root / "nbs" / "solutions" / path.name
     if solutions.exists():
-        nb["cells"] = with_solutions(nb["cells"], solutions_by_exercise(solutions))
+        title = SITE_TEXT[lang]["solution"]
+        nb["cells"] = with_solutions(nb["cells"], solutions_by_exercise(solutions, title))
     for c in nb["cells"]:
         if "outputs" in c:
             c["outputs"] = site_outputs(c["outputs"], root)
@@ -562,7 +570,7 @@ def _site_sources(
             source = run_dir / p.name if p in chapters else p
             if lang != "en" and p in chapters:
                 source = _translated_run(source, root / TRANSLATED_DIR[lang] / p.name, Path(translated))
-            nb = _site_notebook(source, _page(p, root), root, included, url)
+            nb = _site_notebook(source, _page(p, root), root, included, url, lang)
             module = _module_of(p)
             if module and not module.startswith("book."):
                 taught[module] = (p.name, notebook_title(nb)[0])
@@ -678,5 +686,6 @@ def _translated_home(
     lang: str,  # a translation's code
 ) -> str:
     "The translation's home page: its index notebook as the README is made, chapter links into nbs/."
-    readme = make_readme(root / TRANSLATED_DIR[lang] / "00_index.ipynb")
-    return re.sub(r"\]\((\d\d_[\w.-]+\.ipynb)", r"](nbs/\1", readme)
+    folder = TRANSLATED_DIR[lang]
+    readme = make_readme(root / folder / "00_index.ipynb", folder)
+    return re.sub(rf"\]\({folder}/((?!00_)\d\d_[\w.-]+\.ipynb)", r"](nbs/\1", readme)  # 00: the home
