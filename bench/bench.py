@@ -190,7 +190,7 @@ def measure_one(
     """Images per second after `warmup` steps, the first step's seconds (with compile: the compilation), and
     peak memory of one loop/configuration, in this process."""
     import torch
-    from course_lib.engine import seed_everything
+    from course_lib.seeding import seed_everything
     from course_lib.models import create_model
 
     device = torch.device(device)

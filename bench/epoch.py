@@ -144,7 +144,8 @@ def pipeline_rate(dl, device, epoch: int = 0) -> tuple[float, float]:
 
 def train_step_fn(model, device, precision, channels_last):
     "One optimizer step on a device batch; the minimal loop of bench/bench.py."
-    from course_lib.engine import WeightedFocalLoss, autocast
+    from course_lib.engine import WeightedFocalLoss
+    from course_lib.precision import autocast
 
     loss_fn, opt = WeightedFocalLoss().to(device), torch.optim.Adam(model.parameters(), lr=5e-4)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
@@ -200,7 +201,8 @@ def main(argv=None):
     cl = a.channels_last if a.channels_last is not None else device.type == "cuda"
     import pandas as pd
     from course_lib.dataset import make_dataloaders
-    from course_lib.engine import TrainConfig, seed_everything, train_one_epoch, WeightedFocalLoss
+    from course_lib.engine import TrainConfig, train_one_epoch, WeightedFocalLoss
+    from course_lib.seeding import seed_everything
     from course_lib.models import create_model
 
     data = a.data or a.cache / f"n{a.n}_{a.file_size}px"

@@ -157,7 +157,7 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=Path("bench/results"))
     a = p.parse_args(argv)
     import torch
-    from course_lib.engine import seed_everything
+    from course_lib.seeding import seed_everything
     from course_lib.models import create_model
 
     if a.device == "auto":

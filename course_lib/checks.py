@@ -8,11 +8,12 @@ Docs: https://course-lib.github.io/course_lib/checks.html.md"""
 from __future__ import annotations
 import math
 import numbers
+import torch
 from sklearn.utils import check_scalar
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['LIMITS', 'option', 'check_settings', 'check_choice', 'read_table']
+__all__ = ['LIMITS', 'option', 'check_settings', 'check_choice', 'read_table', 'check_finite_loss']
 
 # %% ../nbs/checks.ipynb #c004
 LIMITS = {  # setting: (int or real, lowest, highest, bounds allowed, what it must be)
@@ -79,3 +80,17 @@ def read_table(
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
 
+
+# %% ../nbs/checks.ipynb #353333ec
+def check_finite_loss(
+    total: torch.Tensor,  # the running (or summed) loss
+    step: int,  # the step it was checked at, from 1
+    epoch: int = 0,  # the epoch, from 0
+) -> None:
+    """Stop with a clear message when the loss became NaN or infinite; every engine of the course calls it,
+    and the checkpoints of earlier epochs stay as they were."""
+    if not torch.isfinite(torch.as_tensor(total)):
+        raise CourseLibError(
+            f"the loss became {float(total)} in epoch {epoch}, by step {step}: lower the learning rate, "
+            "use bf16 instead of fp16, or check the data for NaNs (earlier epochs' checkpoints are kept)"
+        )

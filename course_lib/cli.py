@@ -276,7 +276,7 @@ def _check_train_args(a):
 def _train_pytorch(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 03's fit, with chapter 09's Tracker."
     from course_lib.dataset import make_dataloaders
-    from course_lib.engine import fit
+    from course_lib.fitting import fit
     from course_lib.models import create_model
     from course_lib.tracking import Tracker
 
@@ -357,7 +357,7 @@ def train(
     from course_lib.data import add_folds, check_fold, drop_duplicate_photos
     from course_lib.sources import sample_data_dir
     from course_lib.tables import validate_table
-    from course_lib.engine import seed_everything
+    from course_lib.seeding import seed_everything
 
     pretrained = check_pretrained(a)
     data_dir = a.data or sample_data_dir()

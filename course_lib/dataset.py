@@ -77,14 +77,9 @@ def albumentations_transforms(
     from albumentations.pytorch import ToTensorV2
 
     resize = A.Resize(img_size * 9 // 8, img_size * 9 // 8)
-    crop = (
-        [A.RandomCrop(img_size, img_size), A.HorizontalFlip(), A.VerticalFlip()]
-        if train
-        else [A.CenterCrop(img_size, img_size)]
-    )
-    norm = (
-        [A.Normalize(IMAGENET_MEAN, IMAGENET_STD)] if normalize else []
-    )  # without it: uint8 tensors (see below)
+    random_crop = [A.RandomCrop(img_size, img_size), A.HorizontalFlip(), A.VerticalFlip()]
+    crop = random_crop if train else [A.CenterCrop(img_size, img_size)]
+    norm = [A.Normalize(IMAGENET_MEAN, IMAGENET_STD)] if normalize else []  # without it: uint8 tensors
     return A.Compose([resize, *crop, *norm, ToTensorV2()], seed=seed)
 
 # %% ../nbs/02_dataset.ipynb #c015t1
@@ -105,15 +100,13 @@ def torchvision_transforms(
     from torchvision.transforms import v2
 
     side = img_size * 9 // 8
-    crop = (
-        [v2.RandomCrop(img_size), v2.RandomHorizontalFlip(), v2.RandomVerticalFlip()]
-        if train
-        else [v2.CenterCrop(img_size)]
-    )
+    random_crop = [v2.RandomCrop(img_size), v2.RandomHorizontalFlip(), v2.RandomVerticalFlip()]
+    crop = random_crop if train else [v2.CenterCrop(img_size)]
     norm = [v2.Lambda(_normalize_image)] if normalize else []
     return v2.Compose([v2.ToImage(), v2.Resize((side, side)), *crop, v2.ToPureTensor(), *norm])
 
 
+# %% ../nbs/02_dataset.ipynb #d89de0fe
 def get_transforms(
     img_size: int = 128,  # the side of the crop, in pixels
     train: bool = True,  # random crop and flips; else a centre crop

@@ -6,26 +6,19 @@ Docs: https://course-lib.github.io/course_lib/pytorch_loop.html.md"""
 
 # %% ../nbs/03_pytorch_loop.ipynb #c004
 from __future__ import annotations
-import random
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
-import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .checks import check_choice, check_settings
-from .checkpoints import FitState, restore_fit_state, save_fit_state
-from .precision import PRECISIONS, resolve_precision
+from .checks import check_choice, check_finite_loss, check_settings
+from .precision import PRECISIONS, autocast
 from .errors import CourseLibError
 from .progress import progress_bar
-from .runs import epoch_row, history_dict
 from .dataset import normalize_batch
 
 # %% auto #0
-__all__ = ['WeightedFocalLoss', 'seed_everything', 'autocast', 'check_finite_loss', 'TrainConfig', 'to_device', 'train_one_epoch',
-           'roc_auc', 'evaluate', 'fit']
+__all__ = ['WeightedFocalLoss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc', 'evaluate']
 
 # %% ../nbs/03_pytorch_loop.ipynb #c012
 class WeightedFocalLoss(nn.Module):
@@ -45,43 +38,6 @@ class WeightedFocalLoss(nn.Module):
         at = self.alpha.gather(0, targets.long().view(-1)).view_as(bce)
         pt = torch.exp(-bce)  # the probability given to the true class
         return (at * (1 - pt) ** self.gamma * bce).mean()
-
-# %% ../nbs/03_pytorch_loop.ipynb #c015
-def seed_everything(
-    seed: int,  # seeds Python's, NumPy's and torch's generators
-) -> None:
-    "Seed Python, NumPy and torch (all devices)."
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def autocast(
-    precision: str,  # one of PRECISIONS
-    device: torch.device,  # the device the forward pass runs on
-):
-    """The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every
-    precision)."""
-    check_choice("precision", precision, PRECISIONS)
-    return torch.autocast(
-        device.type,
-        dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16,
-        enabled=precision != "32",
-    )
-
-# %% ../nbs/03_pytorch_loop.ipynb #c016
-def check_finite_loss(
-    total: torch.Tensor,  # the running (or summed) loss
-    step: int,  # the step it was checked at, from 1
-    epoch: int = 0,  # the epoch, from 0
-) -> None:
-    """Stop with a clear message when the loss became NaN or infinite; every engine of the course calls it,
-    and the checkpoints of earlier epochs stay as they were."""
-    if not torch.isfinite(torch.as_tensor(total)):
-        raise CourseLibError(
-            f"the loss became {float(total)} in epoch {epoch}, by step {step}: lower the learning rate, "
-            "use bf16 instead of fp16, or check the data for NaNs (earlier epochs' checkpoints are kept)"
-        )
 
 # %% ../nbs/03_pytorch_loop.ipynb #c016n
 @dataclass
@@ -203,72 +159,3 @@ def evaluate(
         probs=probs,
         targets=targets,
     )
-
-# %% ../nbs/03_pytorch_loop.ipynb #c024
-def _setup(model, cfg, loss_fn, device):
-    "The run's parts on `device`: model, loss, Adam, scaler; and cfg with the precision the device gets."
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    cfg = replace(cfg, precision=resolve_precision(cfg.precision, device))  # fp16 on a CPU: its best
-    base = getattr(model, "_orig_mod", model).to(device)  # a compiled model's own module (chapter 07)
-    if cfg.channels_last:
-        base = base.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
-    # chapter 07: the loop calls the compiled wrapper; optimizer and checkpoints use the module underneath
-    net = torch.compile(base) if cfg.compile and model is base else model
-    loss_fn = (loss_fn or WeightedFocalLoss()).to(device)
-    optimizer = torch.optim.Adam(base.parameters(), lr=cfg.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "16-mixed")
-    return SimpleNamespace(
-        model=net, base=base, loss_fn=loss_fn, optimizer=optimizer, scaler=scaler, device=device
-    ), cfg
-
-
-def _epoch(run, loaders, cfg, epoch, on_step):
-    "One epoch of `fit`: seed from (seed, epoch), train, evaluate; its history row and evaluate's result."
-    # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
-    seed_everything(cfg.seed + epoch)
-    start = time.time()
-    train_loss = train_one_epoch(
-        run.model,
-        loaders[0],
-        run.loss_fn,
-        run.optimizer,
-        run.device,
-        cfg,
-        scaler=run.scaler,
-        epoch=epoch,
-        on_step=on_step,
-    )
-    ev = evaluate(run.model, loaders[1], run.loss_fn, run.device, cfg.precision, cfg.channels_last)
-    return epoch_row(epoch, train_loss, ev, time.time() - start), ev
-
-# %% ../nbs/03_pytorch_loop.ipynb #c025
-def fit(
-    model,  # moved to the device and trained in place
-    train_loader,  # the training loader (make_dataloaders)
-    valid_loader,  # the validation loader
-    cfg: TrainConfig | None = None,  # the run's settings; None: TrainConfig()
-    loss_fn=None,  # None: WeightedFocalLoss()
-    device=None,  # None: cuda when available, else cpu
-    config: dict | None = None,  # stored in the checkpoints (the command line stores its arguments)
-    on_step=None,  # see train_one_epoch
-    on_epoch_end=None,  # called as on_epoch_end(row, last_checkpoint_path, step=global_step)
-) -> dict:
-    """Train with Adam, evaluate each epoch, keep the best-AUC and the last checkpoint, stop early; returns
-    the history."""
-    run, cfg = _setup(model, cfg or TrainConfig(), loss_fn, device)
-    state = restore_fit_state(Path(cfg.checkpoint_dir) / "last.pt", run) if cfg.resume else FitState()
-    ev = None
-    bar = progress_bar(range(state.epoch + 1, cfg.epochs), desc="epochs", disable=not cfg.progress)
-    for epoch in bar:
-        if state.since_best >= cfg.patience:
-            break  # a resumed run that had already stopped early
-        row, ev = _epoch(run, (train_loader, valid_loader), cfg, epoch, on_step)
-        improved = state.record(row)
-        bar.set_postfix(train_loss=f"{row['train_loss']:.4f}", valid_auc=f"{row['valid_auc']:.3f}")
-        last = save_fit_state(run, cfg, improved, state, ev, config)
-        if on_epoch_end:
-            on_epoch_end(row, last, step=(epoch + 1) * len(train_loader))
-        if state.since_best >= cfg.patience:
-            print(f"early stop: no AUC gain for {cfg.patience} epochs")
-            break
-    return history_dict("pytorch", state.history, last_eval=ev)

@@ -19,13 +19,9 @@ from .checks import check_settings
 from .checkpoints import is_intact
 from .errors import CourseLibError
 from .dataset import make_dataloaders, normalize_batch
-from course_lib.engine import (
-    TrainConfig,
-    WeightedFocalLoss,
-    check_finite_loss,
-    roc_auc,
-    seed_everything,
-)
+from .engine import TrainConfig, WeightedFocalLoss, roc_auc
+from .checks import check_finite_loss
+from .seeding import seed_everything
 from .precision import lightning_precision, resolve_precision
 from .runs import epoch_row, history_dict
 from .models import create_model

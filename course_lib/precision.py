@@ -14,7 +14,8 @@ from .errors import CourseLibError
 PRECISIONS = ("32", "16-mixed", "bf16-mixed")
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'is_tpu', 'lightning_precision']
+__all__ = ['PRECISIONS', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'autocast', 'is_tpu',
+           'lightning_precision']
 
 # %% ../nbs/precision.ipynb #6ac9cdb3
 def cpu_has_bf16() -> bool:
@@ -61,6 +62,20 @@ def resolve_precision(
             "bf16-mixed is emulated and may be much slower than fp32"
         )
     return precision
+
+# %% ../nbs/precision.ipynb #51de6612
+def autocast(
+    precision: str,  # one of PRECISIONS
+    device: torch.device,  # the device the forward pass runs on
+):
+    """The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every
+    precision)."""
+    check_choice("precision", precision, PRECISIONS)
+    return torch.autocast(
+        device.type,
+        dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16,
+        enabled=precision != "32",
+    )
 
 # %% ../nbs/precision.ipynb #52457cc0
 def is_tpu(

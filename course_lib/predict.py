@@ -40,6 +40,7 @@ def _img_size(ckpt: dict, path: Path) -> int | None:
     return size
 
 
+# %% ../nbs/10_predict.ipynb #1aee0ed3
 def load_model(
     checkpoint,  # a .pt or .ckpt file written by any engine of the course
     arch: str | None = None,  # the architecture, when the checkpoint does not name it
@@ -71,6 +72,7 @@ def _probabilities(model, x: torch.Tensor, tta: bool) -> torch.Tensor:
     return torch.stack([torch.sigmoid(model(x.flip(d) if d else x)).flatten() for d in flips]).mean(0)
 
 
+# %% ../nbs/10_predict.ipynb #d8a4c490
 def predict(
     model,  # a model in eval mode (load_model gives one)
     images,  # image files (jpg or png)
@@ -87,9 +89,8 @@ def predict(
     model.eval()
     with torch.inference_mode():
         probs = [_probabilities(model, normalize_batch(x.to(device)), tta).cpu() for x, _ in loader]
-    return pd.DataFrame(
-        dict(image_name=[p.stem for p in paths], path=paths, target=torch.cat(probs).double().numpy())
-    )
+    names = [p.stem for p in paths]
+    return pd.DataFrame(dict(image_name=names, path=paths, target=torch.cat(probs).double().numpy()))
 
 # %% ../nbs/10_predict.ipynb #c019
 def ensemble(
@@ -104,6 +105,7 @@ def ensemble(
     return preds[0].assign(target=sum(p.target for p in preds) / len(preds))
 
 
+# %% ../nbs/10_predict.ipynb #95229246
 def write_submission(
     preds: pd.DataFrame,  # predict's or ensemble's rows: image_name and target
     test_csv,  # the competition's test.csv

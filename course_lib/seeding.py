@@ -11,7 +11,17 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['seed_augmentations', 'augment', 'EpochShuffleSampler']
+__all__ = ['seed_everything', 'seed_augmentations', 'augment', 'EpochShuffleSampler']
+
+# %% ../nbs/seeding.ipynb #11409bbb
+def seed_everything(
+    seed: int,  # seeds Python's, NumPy's and torch's generators
+) -> None:
+    "Seed Python, NumPy and torch (all devices)."
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
 
 # %% ../nbs/seeding.ipynb #b7885d5d
 def seed_augmentations(

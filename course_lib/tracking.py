@@ -170,16 +170,8 @@ def wandb_logger(
     os.environ.setdefault("WANDB_SILENT", "true")
     settings = wandb.Settings(console="off", x_disable_stats=True)
     # no reinit= here: wandb does not support its reinit options together with the Lightning integration
-    return WandbLogger(
-        project=project,
-        config=config,
-        mode=mode,
-        group=group,
-        name=name,
-        save_dir=str(save_dir or "."),
-        log_model="all",
-        settings=settings,
-    )
+    run = dict(project=project, config=config, mode=mode, group=group, name=name)
+    return WandbLogger(**run, save_dir=str(save_dir or "."), log_model="all", settings=settings)
 
 # %% ../nbs/09_experiment_tracking.ipynb #c032
 def xla_tracker(

@@ -19,14 +19,10 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 from .checks import check_settings
 from .errors import CourseLibError
-from course_lib.engine import (
-    TrainConfig,
-    WeightedFocalLoss,
-    autocast,
-    check_finite_loss,
-    roc_auc,
-    seed_everything,
-)
+from .engine import TrainConfig, WeightedFocalLoss, roc_auc
+from .checks import check_finite_loss
+from .precision import autocast
+from .seeding import seed_everything
 from .checkpoints import save_checkpoint
 from .runs import history_dict
 from .models import create_model

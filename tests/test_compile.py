@@ -120,7 +120,9 @@ def test_fit_takes_a_model_compiled_by_hand(sample_dir, tmp_path):
     import pandas as pd
     from course_lib.data import add_folds
     from course_lib.dataset import make_dataloaders
-    from course_lib.engine import TrainConfig, fit, seed_everything
+    from course_lib.engine import TrainConfig
+    from course_lib.fitting import fit
+    from course_lib.seeding import seed_everything
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"), seed=42)
     train_loader, valid_loader = make_dataloaders(df, sample_dir, 0, 16, 32, 0, 42)

@@ -94,7 +94,8 @@ def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_
     Lightning module normalise them."""
     from course_lib.data import add_folds
     from course_lib.dataset import normalize_batch
-    from course_lib.engine import evaluate, seed_everything
+    from course_lib.engine import evaluate
+    from course_lib.seeding import seed_everything
     from course_lib.lightning import MelanomaModule
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"))

@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 import torch
 from conftest import REPO, run_main
-from course_lib.engine import TrainConfig, evaluate, fit, seed_everything
+from course_lib.engine import TrainConfig, evaluate
+from course_lib.fitting import fit
+from course_lib.seeding import seed_everything
 from course_lib.checkpoints import save_checkpoint
 from course_lib.models import create_model
 from course_lib.errors import CourseLibError

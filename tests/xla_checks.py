@@ -46,7 +46,8 @@ def _fit_module(out, where, accelerator, precision="32"):
     import pandas as pd
     from course_lib.data import add_folds
     from course_lib.sources import make_sample_dataset
-    from course_lib.engine import TrainConfig, seed_everything
+    from course_lib.engine import TrainConfig
+    from course_lib.seeding import seed_everything
     from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
 
     data = make_sample_dataset(Path(out).parent / "sample", n=96, img_size=40, seed=3)
