@@ -68,6 +68,17 @@ def test_one_word_per_meaning_one_register_and_no_semicolons(lang):
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
 
 
+def test_questions_are_asked_in_one_register():
+    "A question put to the learner (the questionnaire's) ends in -ㅂ니까?, never -까요?"
+    soft = [
+        f"{nb.name}: {m.string[-40:]!r}"
+        for nb in translated_notebooks(REPO)
+        for m in read_catalog(catalog_path(REPO, "ko", nb.name))
+        if m.id.rstrip().endswith("?") and m.string.rstrip().endswith("요?")
+    ]
+    assert not soft, soft
+
+
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_identical_english_has_identical_translations(lang):
     seen = {}
