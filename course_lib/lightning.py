@@ -27,7 +27,7 @@ from .runs import epoch_row, history_dict
 from .models import create_model
 
 # %% auto #0
-__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'trainer_settings', 'fit_lightning']
+__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'checkpoint_callbacks', 'trainer_settings', 'fit_lightning']
 
 # %% ../nbs/04_lightning.ipynb #c007
 class MelanomaModule(pl.LightningModule):
@@ -53,27 +53,45 @@ class MelanomaModule(pl.LightningModule):
         self.loss_fn = WeightedFocalLoss(alpha, gamma)
         self.valid_auroc = BinaryAUROC()  # the fold's probabilities and targets, gathered over DDP processes
 
-    def forward(self, x):
-        x = normalize_batch(x)  # uint8 batches (chapter 02) become floats; floats pass through
-        if self.hparams.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
-        return self.model(x)
 
-    def on_fit_start(self):
-        if self.hparams.channels_last:
-            self.model.to(memory_format=torch.channels_last)
+# %% ../nbs/04_lightning.ipynb #773fa01b
+@patch
+def forward(self: MelanomaModule, x):
+    "The network's logits; uint8 batches (chapter 02) are normalised here, floats pass through."
+    x = normalize_batch(x)
+    if self.hparams.channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
+    return self.model(x)
 
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
 
-    def on_train_epoch_start(self):
-        seed_everything(self.hparams.seed + self.current_epoch)  # as chapter 03's fit
+@patch
+def on_fit_start(self: MelanomaModule):
+    "The weights in NHWC order when channels_last is on (chapter 05)."
+    if self.hparams.channels_last:
+        self.model.to(memory_format=torch.channels_last)
 
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = self.loss_fn(self(x).float(), y)
-        self.log("train_loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(x))
-        return loss
+
+@patch
+def configure_optimizers(self: MelanomaModule):
+    "Adam over every parameter, as chapter 03's fit."
+    return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+
+# %% ../nbs/04_lightning.ipynb #024282c1
+@patch
+def on_train_epoch_start(self: MelanomaModule):
+    "Seed every generator from seed + epoch, as chapter 03's fit does."
+    seed_everything(self.hparams.seed + self.current_epoch)
+
+
+@patch
+def training_step(self: MelanomaModule, batch, batch_idx):
+    "One batch's focal loss, logged as the epoch's mean per image."
+    x, y = batch
+    loss = self.loss_fn(self(x).float(), y)
+    self.log("train_loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(x))
+    return loss
+
 
 # %% ../nbs/04_lightning.ipynb #c009
 @patch
@@ -115,29 +133,31 @@ class MelanomaDataModule(pl.LightningDataModule):
         augmentations: str = "torchvision",  # the pipeline's library (chapter 02)
     ):
         super().__init__()
-        self.df = df
-        self.data_dir = data_dir
-        self.kw = dict(  # make_dataloaders' keyword arguments
-            fold=fold,
-            img_size=img_size,
-            batch_size=batch_size,
-            num_workers=num_workers,
-            seed=seed,
-            check_images=check_images,
-            normalize_on_device=normalize_on_device,
-            augmentations=augmentations,
-        )
-        self._loaders = None
+        self.df, self.data_dir, self._loaders = df, data_dir, None
+        self.kw = dict(fold=fold, img_size=img_size, batch_size=batch_size, seed=seed)  # make_dataloaders'
+        self.kw |= dict(num_workers=num_workers, check_images=check_images, augmentations=augmentations)
+        self.kw |= dict(normalize_on_device=normalize_on_device)
 
-    def setup(self, stage=None):
-        if self._loaders is None:
-            self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)
 
-    def train_dataloader(self):
-        return self._loaders[0]
+# %% ../nbs/04_lightning.ipynb #c17c4b15
+@patch
+def setup(self: MelanomaDataModule, stage=None):
+    "Make both loaders once, whatever the stage (chapter 02's make_dataloaders)."
+    if self._loaders is None:
+        self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)
 
-    def val_dataloader(self):
-        return self._loaders[1]
+
+@patch
+def train_dataloader(self: MelanomaDataModule):
+    "The training loader: every other fold, in a new order each epoch."
+    return self._loaders[0]
+
+
+@patch
+def val_dataloader(self: MelanomaDataModule):
+    "The validation loader: the fold, in the table's order."
+    return self._loaders[1]
+
 
 # %% ../nbs/04_lightning.ipynb #c014
 class HistoryCallback(Callback):
@@ -162,48 +182,47 @@ class HistoryCallback(Callback):
     def load_state_dict(self, state):
         self.rows = list(state["rows"])
 
+# %% ../nbs/04_lightning.ipynb #e841ce09
+def checkpoint_callbacks(
+    checkpoint_dir,  # where best.ckpt and last.ckpt go
+) -> list:
+    "best.ckpt whenever the validation AUC improves, and last.ckpt after every epoch, for resuming."
+    best = ModelCheckpoint(
+        dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max", save_on_train_epoch_end=True
+    )
+    last = ModelCheckpoint(  # no monitor: last.ckpt after every epoch, for resuming
+        dirpath=checkpoint_dir,
+        filename="last",
+        save_on_train_epoch_end=True,
+        enable_version_counter=False,  # overwrite last.ckpt, never last-v1.ckpt
+    )
+    return [best, last]
+
+
 # %% ../nbs/04_lightning.ipynb #c015y
 def trainer_settings(
     cfg: TrainConfig | None = None,  # chapter 03's settings, checked when made; None: TrainConfig()
     accelerator: str = "auto",  # "auto" picks a GPU when there is one
     devices: int = 1,  # one device unless you ask for DDP (below)
 ) -> dict:
-    """The keyword arguments `fit_lightning` gives `pl.Trainer`, plus the history callback under 'callbacks':
-    `cfg`'s epochs, precision, accumulate, patience, checkpoint_dir and progress, in Lightning's words."""
+    "The `pl.Trainer` arguments of `cfg`, in Lightning's words; the history callback is `callbacks[0]`."
     cfg = cfg or TrainConfig()
     check_settings(devices=devices)  # the one setting TrainConfig does not hold
-    precision, checkpoint_dir = cfg.precision, cfg.checkpoint_dir
-    if accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available()):
-        precision = resolve_precision(precision, "cpu")  # as chapter 03's fit: fp16 is a GPU setting
-    stop = EarlyStopping(monitor="valid_auc", mode="max", patience=cfg.patience)
-    callbacks = [HistoryCallback(), stop]
-    if checkpoint_dir:
-        best = ModelCheckpoint(
-            dirpath=checkpoint_dir,
-            filename="best",
-            monitor="valid_auc",
-            mode="max",
-            save_on_train_epoch_end=True,
-        )
-        last = ModelCheckpoint(  # no monitor: last.ckpt after every epoch, for resuming
-            dirpath=checkpoint_dir,
-            filename="last",
-            save_on_train_epoch_end=True,
-            enable_version_counter=False,  # overwrite last.ckpt, never last-v1.ckpt
-        )
-        callbacks += [best, last]
+    cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())  # fp16: GPU only
+    precision = resolve_precision(cfg.precision, "cpu") if cpu else cfg.precision  # as chapter 03's fit
+    callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=cfg.patience)]
+    callbacks += checkpoint_callbacks(cfg.checkpoint_dir) if cfg.checkpoint_dir else []
+    steps = dict(max_epochs=cfg.epochs, accumulate_grad_batches=cfg.accumulate)
+    quiet = dict(logger=False, num_sanity_val_steps=0, enable_model_summary=False)
     return dict(
         accelerator=accelerator,
         devices=devices,
-        max_epochs=cfg.epochs,
         precision=lightning_precision(precision, accelerator),
-        accumulate_grad_batches=cfg.accumulate,
         callbacks=callbacks,
-        logger=False,
-        num_sanity_val_steps=0,
-        enable_checkpointing=bool(checkpoint_dir),
+        enable_checkpointing=bool(cfg.checkpoint_dir),
         enable_progress_bar=cfg.progress,
-        enable_model_summary=False,
+        **steps,
+        **quiet,
     )
 
 # %% ../nbs/04_lightning.ipynb #c015w
