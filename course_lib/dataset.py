@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 from PIL import Image
 from .errors import CourseLibError
+from .pixels import IMAGENET_MEAN, IMAGENET_STD, normalize_batch
 from .seeding import EpochShuffleSampler, augment
 from .tables import image_path, validate_table
 
@@ -19,9 +20,8 @@ from .tables import image_path, validate_table
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 # %% auto #0
-__all__ = ['IMAGENET_MEAN', 'IMAGENET_STD', 'AUGMENTATION_LIBRARIES', 'load_image', 'MelanomaDataset',
-           'albumentations_transforms', 'torchvision_transforms', 'get_transforms', 'normalize_batch',
-           'make_dataloaders']
+__all__ = ['AUGMENTATION_LIBRARIES', 'load_image', 'MelanomaDataset', 'albumentations_transforms', 'torchvision_transforms',
+           'get_transforms', 'make_dataloaders']
 
 # %% ../nbs/02_dataset.ipynb #897c3450
 def load_image(
@@ -62,9 +62,6 @@ class MelanomaDataset(torch.utils.data.Dataset):
         return image, target
 
 # %% ../nbs/02_dataset.ipynb #c014
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # A.Normalize's defaults
-
-
 def albumentations_transforms(
     img_size: int = 128,  # the side of the crop, in pixels
     train: bool = True,  # random crop and flips; else a centre crop
@@ -121,29 +118,6 @@ def get_transforms(
     if library == "albumentations":
         return albumentations_transforms(img_size, train, seed, normalize)
     return torchvision_transforms(img_size, train, normalize)
-
-# %% ../nbs/02_dataset.ipynb #c015b
-def normalize_batch(
-    x: torch.Tensor,  # an image batch: uint8 (normalised here) or float (returned as is)
-) -> torch.Tensor:
-    """A uint8 image batch (N, 3, H, W) as floats normalised exactly as A.Normalize does, on x's device;
-    floats pass through."""
-    if x.dtype != torch.uint8:
-        return x
-    mean, inv_std = _normalize_constants(x.device)
-    return x.float().sub_(mean).mul_(inv_std)  # one new tensor, then in place: no two temporaries
-
-
-_NORMALIZE_CONSTANTS = {}  # device -> (mean, 1/std): made once per device, not copied to it every batch
-
-
-def _normalize_constants(device: torch.device) -> tuple:
-    "A.Normalize's float32 mean*255 and 1/(std*255) as (1, 3, 1, 1) tensors on `device`."
-    if device not in _NORMALIZE_CONSTANTS:
-        mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255  # in float32, like albumentations
-        inv_std = torch.reciprocal(torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255)
-        _NORMALIZE_CONSTANTS[device] = (mean.to(device), inv_std.to(device))
-    return _NORMALIZE_CONSTANTS[device]
 
 # %% ../nbs/02_dataset.ipynb #c019
 def make_dataloaders(

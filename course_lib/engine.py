@@ -15,7 +15,7 @@ from .checks import check_choice, check_finite_loss, check_settings
 from .precision import PRECISIONS, autocast
 from .errors import CourseLibError
 from .progress import progress_bar
-from .dataset import normalize_batch
+from .pixels import normalize_batch
 
 # %% auto #0
 __all__ = ['WeightedFocalLoss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc', 'evaluate']

@@ -18,7 +18,8 @@ from torchmetrics.utilities.data import dim_zero_cat  # torchmetrics 1.0 has it 
 from .checks import check_settings
 from .checkpoints import is_intact
 from .errors import CourseLibError
-from .dataset import make_dataloaders, normalize_batch
+from .dataset import make_dataloaders
+from .pixels import normalize_batch
 from .engine import TrainConfig, WeightedFocalLoss, roc_auc
 from .checks import check_finite_loss
 from .seeding import seed_everything

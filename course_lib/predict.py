@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 import pandas as pd
 import torch
-from .dataset import MelanomaDataset, get_transforms, normalize_batch
+from .dataset import MelanomaDataset, get_transforms
+from .pixels import normalize_batch
 from .checkpoints import load_checkpoint, uncompiled_state_dict
 from .models import ARCHS, TIMM_PREFIX, create_model
 from .errors import CourseLibError

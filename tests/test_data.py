@@ -235,7 +235,8 @@ def test_torchvision_flips_are_independent_and_normalise_as_albumentations(sampl
     the same for the same key; normalised in the pipeline, bit for bit what normalize_batch gives on the
     device; and the albumentations pipeline's shape and dtype."""
     import collections
-    from course_lib.dataset import get_transforms, load_image, normalize_batch
+    from course_lib.dataset import get_transforms, load_image
+    from course_lib.pixels import normalize_batch
     from course_lib.seeding import augment
     from course_lib.tables import image_path
 

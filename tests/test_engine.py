@@ -93,7 +93,7 @@ def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_
     """normalize_on_device=True, the default: uint8 batches (a quarter of the bytes); the engine and the
     Lightning module normalise them."""
     from course_lib.data import add_folds
-    from course_lib.dataset import normalize_batch
+    from course_lib.pixels import normalize_batch
     from course_lib.engine import evaluate
     from course_lib.seeding import seed_everything
     from course_lib.lightning import MelanomaModule

@@ -14,7 +14,7 @@ def test_every_library_notebook_is_found():
     library = {"errors.ipynb", "checks.ipynb", "outputs.ipynb", "runs.ipynb", "offline_runs.ipynb"}
     library |= {"sources.ipynb", "progress.ipynb", "wandb_mode.ipynb", "models.ipynb", "tables.ipynb"}
     library |= {"precision.ipynb", "checkpoints.ipynb", "cli.ipynb", "seeding.ipynb", "xla.ipynb"}
-    library |= {"fitting.ipynb"}
+    library |= {"fitting.ipynb", "pixels.ipynb"}
     assert library <= set(LIBRARY)
     names = {"cli", "runner", "docs_sync", "translations", "website"}
     assert {f"book/{n}.ipynb" for n in names} == set(BOOK)
