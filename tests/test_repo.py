@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 from conftest import REPO, BIN, run_book
+from course_lib.book.docs_sync import RELATIVE_LINK
 
 
 def _project_copy(tmp_path):
@@ -178,9 +179,6 @@ def test_the_recorded_course_run_in_the_index_covers_every_notebook():
     assert all(n["status"] == "ok" for n in record["notebooks"])
 
 
-LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")  # a relative markdown link's target
-
-
 def test_every_relative_link_in_the_notebooks_and_docs_points_at_a_file():
     """The English and Korean notebooks (solutions too) and the repository's markdown, as GitHub and Jupyter
     open them."""
@@ -195,7 +193,7 @@ def test_every_relative_link_in_the_notebooks_and_docs_points_at_a_file():
             text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
         else:
             text = path.read_text()
-        for target in LINK.findall(text):
+        for target in RELATIVE_LINK.findall(text):
             file = target.split("#")[0]
             if file and not (path.parent / file).exists():
                 broken.append(f"{path.relative_to(REPO)}: {target}")

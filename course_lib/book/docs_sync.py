@@ -17,8 +17,8 @@ from pathlib import Path
 from .runner import results_text, find_notebooks
 
 # %% auto #0
-__all__ = ['RESULTS_FILE', 'RESULTS_WORDS', 'repo_url', 'badges', 'pages_url', 'relink', 'notebook_title', 'toc', 'record_run',
-           'results_table', 'notebook_text', 'sync_docs', 'make_readme']
+__all__ = ['RESULTS_FILE', 'RESULTS_WORDS', 'RELATIVE_LINK', 'repo_url', 'badges', 'pages_url', 'relink', 'notebook_title', 'toc',
+           'record_run', 'results_table', 'notebook_text', 'sync_docs', 'make_readme']
 
 # %% ../../nbs/book/docs_sync.ipynb #c015
 def repo_url(
@@ -194,7 +194,8 @@ def sync_docs(
     return changed
 
 # %% ../../nbs/book/docs_sync.ipynb #c020
-_RELATIVE = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
+# a relative markdown link (not a web address, an anchor or mail); group 1: its target
+RELATIVE_LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
 
 
 def make_readme(
@@ -214,5 +215,5 @@ def make_readme(
         "edit the notebook, not this file -->\n\n"
     )
     text = "\n\n".join(cells)
-    text = _RELATIVE.sub(lambda m: f"]({posixpath.normpath(posixpath.join(folder, m[1]))})", text)
+    text = RELATIVE_LINK.sub(lambda m: f"]({posixpath.normpath(posixpath.join(folder, m[1]))})", text)
     return head + text + "\n"

@@ -13,6 +13,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from course_lib.book.docs_sync import (
+    RELATIVE_LINK,
     RESULTS_FILE,
     badges,
     notebook_text,
@@ -248,9 +249,6 @@ def translation_table(
     return {m.id: m.string for m in read_catalog(path) if m.id and m.string and not m.fuzzy}
 
 
-_LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
-
-
 def _relink(text: str, nb_name: str, folder: str, root: Path, names: set) -> str:
     """Badges pointing at the translated notebook; links to files only beside the English ones pointing there
     (`names`: the files the translated folder holds)."""
@@ -262,7 +260,7 @@ def _relink(text: str, nb_name: str, folder: str, root: Path, names: set) -> str
             return m[0]
         return f"](../nbs/{m[1]})"
 
-    return _LINK.sub(fix, text)
+    return RELATIVE_LINK.sub(fix, text)
 
 
 def translated_notebook(

@@ -21,7 +21,7 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from .docs_sync import notebook_title, make_readme, repo_url
+from .docs_sync import RELATIVE_LINK, notebook_title, make_readme, repo_url
 from ..errors import CourseLibError
 from ..outputs import check_folder, claim_folder, swap_in
 from .runner import find_notebooks
@@ -67,7 +67,6 @@ SITE_TEXT = {  # the site's own words, per language: the sidebar's captions and 
     ),
 }
 _BADGE = re.compile(r"\[!\[Open In (Colab|Kaggle)\]\([^)]*\)\]\(([^)]*)\)")
-_LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
 
 
 def site_markdown(
@@ -90,7 +89,7 @@ def site_markdown(
             return m[0]
         return f"]({url}/blob/main/{path}" + (f"#{anchor}" if anchor else "") + ")"
 
-    return _LINK.sub(relink, text)
+    return RELATIVE_LINK.sub(relink, text)
 
 
 def site_cells(
