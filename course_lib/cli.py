@@ -297,8 +297,9 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
 # %% ../nbs/cli.ipynb #8b9dcee0
 def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 04's fit_lightning, with chapter 09's WandbLogger."
-    from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
-    from course_lib.tracking import wandb_logger
+    from course_lib.lightning import MelanomaDataModule, MelanomaModule
+    from course_lib.trainer import fit_lightning
+    from course_lib.wandb_mode import wandb_logger
 
     module = MelanomaModule(
         a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last, compile=a.compile
@@ -320,7 +321,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
 def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 08's train_xla on the melanoma task, with chapter 09's xla_tracker."
     import functools
-    from course_lib.tracking import xla_tracker
+    from course_lib.xla import xla_tracker
     from course_lib.wandb_mode import resolve_mode
     from course_lib.xla import train_xla
 

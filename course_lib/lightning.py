@@ -6,29 +6,20 @@ Docs: https://course-lib.github.io/course_lib/lightning.html.md"""
 
 # %% ../nbs/04_lightning.ipynb #c004
 from __future__ import annotations
-import math
-import time
-from pathlib import Path
 import torch
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from fastcore.basics import patch
 from torchmetrics.classification import BinaryAUROC
 from torchmetrics.utilities.data import dim_zero_cat  # torchmetrics 1.0 has it here only
-from .checks import check_settings
-from .checkpoints import is_intact
-from .errors import CourseLibError
 from .dataset import make_dataloaders
 from .pixels import normalize_batch
-from .engine import TrainConfig, WeightedFocalLoss, roc_auc
-from .checks import check_finite_loss
+from .engine import WeightedFocalLoss, roc_auc
 from .seeding import seed_everything
-from .precision import lightning_precision, resolve_precision
-from .runs import epoch_row, history_dict
 from .models import create_model
 
+
 # %% auto #0
-__all__ = ['MelanomaModule', 'MelanomaDataModule', 'HistoryCallback', 'checkpoint_callbacks', 'trainer_settings', 'fit_lightning']
+__all__ = ['MelanomaModule', 'MelanomaDataModule']
 
 # %% ../nbs/04_lightning.ipynb #c007
 class MelanomaModule(pl.LightningModule):
@@ -159,94 +150,3 @@ def val_dataloader(self: MelanomaDataModule):
     "The validation loader: the fold, in the table's order."
     return self._loaders[1]
 
-
-# %% ../nbs/04_lightning.ipynb #c014
-class HistoryCallback(Callback):
-    "Record train_loss, valid_loss, valid_auc and seconds per epoch, as chapter 03's engine does."
-
-    def __init__(self):
-        self.rows = []
-        self._start = None
-
-    def on_train_epoch_start(self, trainer, module):
-        self._start = time.time()
-
-    def on_train_epoch_end(self, trainer, module):
-        m = {k: float(v) for k, v in trainer.callback_metrics.items()}
-        check_finite_loss(m["train_loss"], trainer.global_step, trainer.current_epoch)
-        ev = dict(valid_loss=m.get("valid_loss", math.nan), valid_auc=m.get("valid_auc", math.nan))
-        self.rows.append(epoch_row(trainer.current_epoch, m["train_loss"], ev, time.time() - self._start))
-
-    def state_dict(self):
-        return {"rows": self.rows}  # saved in Lightning's checkpoints, so a resumed run keeps its history
-
-    def load_state_dict(self, state):
-        self.rows = list(state["rows"])
-
-# %% ../nbs/04_lightning.ipynb #e841ce09
-def checkpoint_callbacks(
-    checkpoint_dir,  # where best.ckpt and last.ckpt go
-) -> list:
-    "best.ckpt whenever the validation AUC improves, and last.ckpt after every epoch, for resuming."
-    best = ModelCheckpoint(
-        dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max", save_on_train_epoch_end=True
-    )
-    last = ModelCheckpoint(  # no monitor: last.ckpt after every epoch, for resuming
-        dirpath=checkpoint_dir,
-        filename="last",
-        save_on_train_epoch_end=True,
-        enable_version_counter=False,  # overwrite last.ckpt, never last-v1.ckpt
-    )
-    return [best, last]
-
-
-# %% ../nbs/04_lightning.ipynb #c015y
-def trainer_settings(
-    cfg: TrainConfig | None = None,  # chapter 03's settings, checked when made; None: TrainConfig()
-    accelerator: str = "auto",  # "auto" picks a GPU when there is one
-    devices: int = 1,  # one device unless you ask for DDP (below)
-) -> dict:
-    "The `pl.Trainer` arguments of `cfg`, in Lightning's words; the history callback is `callbacks[0]`."
-    cfg = cfg or TrainConfig()
-    check_settings(devices=devices)  # the one setting TrainConfig does not hold
-    cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())  # fp16: GPU only
-    precision = resolve_precision(cfg.precision, "cpu") if cpu else cfg.precision  # as chapter 03's fit
-    callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=cfg.patience)]
-    callbacks += checkpoint_callbacks(cfg.checkpoint_dir) if cfg.checkpoint_dir else []
-    steps = dict(max_epochs=cfg.epochs, accumulate_grad_batches=cfg.accumulate)
-    quiet = dict(logger=False, num_sanity_val_steps=0, enable_model_summary=False)
-    return dict(
-        accelerator=accelerator,
-        devices=devices,
-        precision=lightning_precision(precision, accelerator),
-        callbacks=callbacks,
-        enable_checkpointing=bool(cfg.checkpoint_dir),
-        enable_progress_bar=cfg.progress,
-        **steps,
-        **quiet,
-    )
-
-# %% ../nbs/04_lightning.ipynb #c015w
-def fit_lightning(
-    module,  # a MelanomaModule: the model's own settings (lr, seed, channels_last, compile) are its hparams
-    datamodule,  # a MelanomaDataModule
-    cfg: TrainConfig | None = None,  # the run's settings, as chapter 03's fit takes them; None: TrainConfig()
-    **trainer_kw,  # more pl.Trainer arguments; devices=N (>1: one process per device with DDP), accelerator
-) -> dict:
-    "Fit `module` with a Lightning Trainer; returns the same history as chapter 03's `fit`."
-    cfg = cfg or TrainConfig()
-    settings = trainer_settings(
-        cfg, accelerator=trainer_kw.pop("accelerator", "auto"), devices=trainer_kw.pop("devices", 1)
-    )
-    history, resume = settings["callbacks"][0], cfg.resume
-    trainer = pl.Trainer(**{**settings, **trainer_kw})
-    last = Path(cfg.checkpoint_dir or ".") / "last.ckpt"
-    if resume and last.exists() and not is_intact(last):
-        raise CourseLibError(
-            f"checkpoint {last} is damaged or not a course_lib checkpoint: restore it, or start again "
-            "with --overwrite"
-        )
-    if resume:
-        print(f"resuming from {last}" if last.exists() else f"no checkpoint at {last}: starting from epoch 0")
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resume and last.exists() else None)
-    return history_dict("lightning", history.rows)

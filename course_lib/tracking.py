@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .wandb_mode import resolve_mode
 
 # %% auto #0
-__all__ = ['Tracker', 'run_folder', 'wandb_logger', 'xla_tracker']
+__all__ = ['Tracker', 'run_folder']
 
 # %% ../nbs/09_experiment_tracking.ipynb #c011
 class Tracker:
@@ -148,51 +148,3 @@ def run_folder(
 ) -> Path | None:
     "The local folder of the tracker's run (holds run-<id>.wandb), or None when tracking is disabled."
     return Path(tracker.run.dir).parent if tracker.run else None
-
-# %% ../nbs/09_experiment_tracking.ipynb #c029
-def wandb_logger(
-    project: str,  # the W&B project
-    config: dict,  # the training settings, stored with the run
-    mode=None,  # online, offline or disabled; None: resolve_mode decides
-    group=None,  # runs of one job share a group
-    name=None,  # the run's display name
-    save_dir=None,  # the folder that gets wandb/; None: the current folder
-):
-    "A Lightning WandbLogger with the course's key and offline rules (None when tracking is disabled)."
-    import wandb
-    from pytorch_lightning.loggers import WandbLogger
-
-    mode, why = resolve_mode(mode)
-    if mode == "disabled":
-        return None
-    if why:
-        print(f"wandb: {why}; recording offline in {save_dir or '.'}/wandb (upload later with `wandb sync`)")
-    os.environ.setdefault("WANDB_SILENT", "true")
-    settings = wandb.Settings(console="off", x_disable_stats=True)
-    # no reinit= here: wandb does not support its reinit options together with the Lightning integration
-    run = dict(project=project, config=config, mode=mode, group=group, name=name)
-    return WandbLogger(**run, save_dir=str(save_dir or "."), log_model="all", settings=settings)
-
-# %% ../nbs/09_experiment_tracking.ipynb #c032
-def xla_tracker(
-    rank: int,  # this replica's index (0: the master)
-    world: int,  # how many replicas the job has
-    project: str,  # the W&B project
-    config: dict,  # the training settings, stored with the run
-    mode=None,  # online, offline or disabled; None: resolve_mode decides
-    group=None,  # None: "xla-<arch>"
-    per_core: bool = False,  # one run per replica (the post), instead of the master's only
-    save_dir=None,  # the folder that gets wandb/
-):
-    "The Tracker for XLA replica `rank`: on the master only, or (per_core) one run per core in one group."
-    if rank != 0 and not per_core:
-        return None
-    return Tracker(
-        project,
-        config,
-        mode,
-        group=group or f"xla-{config.get('arch', 'model')}",
-        name=f"core-{rank}" if per_core else "master",
-        save_dir=save_dir,
-        quiet=rank != 0,
-    )

@@ -29,8 +29,8 @@ from .models import create_model
 
 # %% auto #0
 __all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'compile_count', 'XlaReplicas', 'Task', 'fashion_task',
-           'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'require_xla', 'xla_device_type', 'train_xla',
-           'check_no_recompilation', 'xla_accelerator']
+           'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'xla_tracker', 'require_xla', 'xla_device_type',
+           'train_xla', 'check_no_recompilation', 'xla_accelerator']
 
 # %% ../nbs/xla.ipynb #3957f288
 def compile_count() -> int:
@@ -301,6 +301,32 @@ def _write_history(out: Path, metric: str, rows: list[dict]) -> None:
         best = max((r[metric] for r in rows if not math.isnan(r[metric])), default=float("nan"))
         hist = dict(engine="xla", epochs=rows, best_valid_accuracy=best)
     (out / "xla_history.json").write_text(json.dumps(hist, indent=2))
+
+# %% ../nbs/xla.ipynb #3195b6a6
+def xla_tracker(
+    rank: int,  # this replica's index (0: the master)
+    world: int,  # how many replicas the job has
+    project: str,  # the W&B project
+    config: dict,  # the training settings, stored with the run
+    mode=None,  # online, offline or disabled; None: resolve_mode decides
+    group=None,  # None: "xla-<arch>"
+    per_core: bool = False,  # one run per replica (the post), instead of the master's only
+    save_dir=None,  # the folder that gets wandb/
+):
+    "The Tracker for XLA replica `rank`: on the master only, or (per_core) one run per core in one group."
+    from course_lib.tracking import Tracker  # chapter 09; this module does not need W&B otherwise
+
+    if rank != 0 and not per_core:
+        return None
+    return Tracker(
+        project,
+        config,
+        mode,
+        group=group or f"xla-{config.get('arch', 'model')}",
+        name=f"core-{rank}" if per_core else "master",
+        save_dir=save_dir,
+        quiet=rank != 0,
+    )
 
 # %% ../nbs/xla.ipynb #c033
 XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16

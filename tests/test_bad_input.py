@@ -311,7 +311,7 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
     from course_lib.engine import TrainConfig
     from course_lib.fitting import fit
     from course_lib.errors import CourseLibError
-    from course_lib.lightning import fit_lightning
+    from course_lib.trainer import fit_lightning
     from course_lib.xla import train_xla
 
     engines = [

@@ -54,7 +54,7 @@ def test_ddp_auc_is_gathered_from_every_process(ddp_runs):
 def test_fit_lightning_uses_one_device_unless_asked(tmp_path):
     "Kaggle's 'GPU T4 x2': devices='auto' would start DDP from a script; the course asks for one device."
     from course_lib.engine import TrainConfig
-    from course_lib.lightning import trainer_settings
+    from course_lib.trainer import trainer_settings
 
     settings = trainer_settings(TrainConfig(epochs=2, checkpoint_dir=tmp_path))
     assert settings["devices"] == 1 and settings["accelerator"] == "auto"

@@ -193,7 +193,7 @@ CPU_CHOICE = """
 import torch
 from course_lib.engine import TrainConfig
 from course_lib.precision import cpu_has_bf16, recommended_precision, resolve_precision
-from course_lib.lightning import trainer_settings
+from course_lib.trainer import trainer_settings
 print(torch.backends.cpu.get_cpu_capability(), cpu_has_bf16(), recommended_precision("cpu"),
       resolve_precision("16-mixed", "cpu"),
       trainer_settings(TrainConfig(precision="16-mixed"), accelerator="cpu")["precision"])

@@ -48,7 +48,8 @@ def _fit_module(out, where, accelerator, precision="32"):
     from course_lib.sources import make_sample_dataset
     from course_lib.engine import TrainConfig
     from course_lib.seeding import seed_everything
-    from course_lib.lightning import MelanomaDataModule, MelanomaModule, fit_lightning
+    from course_lib.lightning import MelanomaDataModule, MelanomaModule
+    from course_lib.trainer import fit_lightning
 
     data = make_sample_dataset(Path(out).parent / "sample", n=96, img_size=40, seed=3)
     df = add_folds(pd.read_csv(data / "train.csv"), seed=42)
