@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 import torch
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint, TQDMProgressBar
 from .checkpoints import is_intact
 from .checks import check_finite_loss, check_settings
 from .engine import TrainConfig
@@ -76,6 +76,9 @@ def trainer_settings(
     precision = resolve_precision(cfg.precision, "cpu") if cpu else cfg.precision  # as chapter 03's fit
     callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=cfg.patience)]
     callbacks += checkpoint_callbacks(cfg.checkpoint_dir) if cfg.checkpoint_dir else []
+    # tqdm's bars, as chapter 03's: widgets where ipywidgets is installed, plain text elsewhere, never a
+    # warning (Lightning's default bar with rich installed warns in a notebook without ipywidgets)
+    callbacks += [TQDMProgressBar()] if cfg.progress else []
     steps = dict(max_epochs=cfg.epochs, accumulate_grad_batches=cfg.accumulate)
     quiet = dict(logger=False, num_sanity_val_steps=0, enable_model_summary=False)
     return dict(

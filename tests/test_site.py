@@ -235,5 +235,7 @@ def test_no_page_shows_a_progress_bar_warning(site):
     pages = {str(p.relative_to(site)): p.read_text() for p in chapters}
     warned = [name for name, text in pages.items() if "TqdmWarning" in text]
     assert len(pages) >= 20 and not warned, f"chapters that show tqdm's IProgress warning: {warned}"
+    rich = [name for name, text in pages.items() if 'install "ipywidgets" for Jupyter' in text]
+    assert not rich, f"chapters that show rich's ipywidgets warning (Lightning's default bar): {rich}"
     bars = [name for name, text in pages.items() if "epochs:" in text]
     assert bars, "the chapters that train show their progress bars as text"

@@ -173,6 +173,7 @@ def replicas(out):
     """Two replicas with batch 16 and one with batch 32 (same effective learning rate): final weights and
     metrics."""
     import torch.multiprocessing as mp
+    import torch_xla  # noqa: F401  imported once, before the replicas fork
     from course_lib.checkpoints import load_checkpoint
     from course_lib.xla import XLA_DEFAULTS
 
@@ -191,7 +192,8 @@ def replicas(out):
         if world == 1:  # in this process, whose XLA device nothing has touched: one Python start fewer
             _replica(0, *args)
         else:
-            mp.spawn(_replica, args=args, nprocs=world)
+            # forked, as torch_xla.launch starts replicas: torch_xla is imported here, no device touched yet
+            mp.start_processes(_replica, args=args, nprocs=world, start_method="fork")
         state = load_checkpoint(d / "checkpoints" / "last.pt")["model"]
         runs[world] = dict(history=json.loads((d / "xla_history.json").read_text()), state=state)
     s1, s2 = runs[1]["state"], runs[2]["state"]
