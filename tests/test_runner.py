@@ -250,3 +250,41 @@ def test_record_writes_the_run_with_its_machine(nbs, tmp_path, runner_main):
     assert rec["command"] == "course-book run-notebooks --smoke" and "cores" in rec["machine"]
     assert [n["notebook"] for n in rec["notebooks"]] == ["01_ok.ipynb"]
     assert rec["notebooks"][0]["results"] == {"smoke": True, "answer": 42}
+
+
+def test_two_jobs_run_side_by_side_each_on_its_share_of_the_cores(tmp_path, monkeypatch):
+    """--jobs 2: both notebooks run at once, each kernel told its share of the cores and given an Inductor
+    cache for that thread count; the rows and the summary keep the notebooks' order."""
+    import os
+    from course_lib.book.runner import available_cores
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    d = tmp_path / "nbs"
+    d.mkdir()
+    for name in ("01_a", "02_b"):
+        _write_nb(
+            d / f"{name}.ipynb",
+            "import os, time\nfrom course_lib.sources import record_results\n"
+            "start = time.time()\ntime.sleep(8)\n"
+            "env = {k: os.environ[k] for k in ('OMP_NUM_THREADS', 'TORCHINDUCTOR_CACHE_DIR')}\n"
+            "record_results({'start': start, 'end': time.time(), **env}, RESULTS_PATH)",
+        )
+    lines = []
+    log = lambda *a, **k: lines.append(a)  # noqa: E731
+    rows = run_notebooks(d, tmp_path / "out", smoke=True, timeout=300, jobs=2, log=log)
+    assert [(r["notebook"], r["status"]) for r in rows] == [("01_a.ipynb", "ok"), ("02_b.ipynb", "ok")], rows
+    a, b = (r["results"] for r in rows)
+    assert a["start"] < b["end"] and b["start"] < a["end"], "the two notebooks did not overlap"
+    threads = max(1, available_cores() // 2)
+    assert a["OMP_NUM_THREADS"] == b["OMP_NUM_THREADS"] == str(threads)
+    assert a["TORCHINDUCTOR_CACHE_DIR"].endswith(f"-{threads}-threads")
+    assert sum("01_a.ipynb ... ok" in line[0] for line in lines) == 1, lines
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "2 of 2 notebooks ran without error" in summary and "s from start to end" in summary, summary
+    assert "OMP_NUM_THREADS" not in os.environ, "the caller's environment stays as it was"
+
+
+def test_jobs_below_one_is_one_line_before_anything_runs(nbs, tmp_path, runner_main):
+    code, _, err = runner_main("run-notebooks", "--nbs", nbs, "--out", tmp_path / "out", "--jobs", "0")
+    assert code == 1 and "--jobs must be at least 1, got 0" in err, err
+    assert not (tmp_path / "out").exists(), "nothing ran"

@@ -55,6 +55,11 @@ def _runner_parser(sub):
     )
     r.add_argument("--timeout", type=float, default=1800, help="seconds allowed per notebook (default: 1800)")
     r.add_argument(
+        "--jobs",
+        type=int,
+        help="notebooks run at once, each on its share of the cores (default: 2, or 1 on a one-core machine)",
+    )
+    r.add_argument(
         "--nbs", type=Path, default=Path("nbs"), help="folder holding the notebooks (default: nbs)"
     )
     r.add_argument(
@@ -102,12 +107,14 @@ def _stop_on_signals() -> None:
 def _cmd_run_notebooks(a) -> int:
     "Run `course-book run-notebooks`; non-zero exit when any notebook failed."
     from course_lib.book.docs_sync import record_run  # the course's tooling: loaded by its own commands only
-    from course_lib.book.runner import run_notebooks
+    from course_lib.book.runner import available_cores, run_notebooks
 
     _stop_on_signals()
-    rows = run_notebooks(a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout)
+    jobs = min(2, available_cores()) if a.jobs is None else a.jobs
+    rows = run_notebooks(a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout, jobs=jobs)
     if a.record:
-        a.record.write_text(json.dumps(record_run(rows, a.smoke), indent=2) + "\n")
+        record = record_run(rows, a.smoke, min(jobs, len(rows)))
+        a.record.write_text(json.dumps(record, indent=2) + "\n")
         print(f"recorded: {a.record} (then run course-book sync-docs)")
     failed = [r["notebook"] for r in rows if r["status"] != "ok"]
     if failed:

@@ -100,6 +100,7 @@ RESULTS_FILE = "bench/results/course-smoke.json"  # a recorded smoke run, shown 
 def record_run(
     rows: list[dict],  # run_notebooks' result
     smoke: bool,  # whether the run was in smoke mode
+    jobs: int = 1,  # how many notebooks ran at once
 ) -> dict:
     "A course run with when, how and where it was made: what `results_table` shows."
     import platform
@@ -115,7 +116,7 @@ def record_run(
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     return dict(
         recorded=time.strftime("%Y-%m-%d"),
-        command="course-book run-notebooks" + (" --smoke" if smoke else ""),
+        command="course-book run-notebooks" + " --smoke" * smoke + f" --jobs {jobs}" * (jobs > 1),
         machine=f"{cpu}, {os.cpu_count()} cores, {gpu}",
         python=platform.python_version(),
         torch=torch.__version__,

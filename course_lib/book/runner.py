@@ -8,18 +8,21 @@ Docs: https://course-lib.github.io/course_lib/book/runner.html.md"""
 from __future__ import annotations
 import contextlib
 import fnmatch
+import getpass
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from ..errors import CourseLibError
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'run_notebook', 'results_text', 'write_summary', 'run_notebooks']
+__all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'start_notebook', 'finish_notebook', 'run_many', 'run_notebook', 'results_text',
+           'write_summary', 'available_cores', 'share_cores', 'run_notebooks']
 
 # %% ../../nbs/book/runner.ipynb #c006
 def find_notebooks(
@@ -74,6 +77,78 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(family, timeout=10)
 
 
+def start_notebook(
+    nb: Path,  # the notebook to run
+    out_dir: Path,  # where the executed copy and its results go
+    parameters: dict,  # papermill parameters, e.g. SMOKE
+    env: dict | None = None,  # the kernel's environment; None: this process's
+) -> dict:
+    "Start papermill on `nb` in a process of its own; returns the running job, for `finish_notebook`."
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_path = (out_dir / nb.name).with_suffix(".results.json")
+    results_path.unlink(missing_ok=True)
+    params = {**parameters, "RESULTS_PATH": str(results_path.resolve())}
+    cmd = [sys.executable, "-m", "papermill", str(nb), str(out_dir / nb.name), "-k", "python3"]
+    cmd += ["--cwd", str(nb.parent), "--no-progress-bar", "-y", json.dumps(params)]
+    stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: it never fills up while nobody reads it
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True, env=env
+    )
+    return dict(nb=nb, proc=proc, stderr=stderr, results_path=results_path, start=time.time())
+
+
+def finish_notebook(
+    job: dict,  # what start_notebook returned
+    timeout: float | None = None,  # the seconds it had, when it ran out of them; None: it ended
+) -> dict:
+    "Kill what is left of `job`'s processes; returns notebook, status, seconds, results and error."
+    _kill_tree(job["proc"].pid)
+    code = job["proc"].wait()
+    job["stderr"].seek(0)
+    stderr = job["stderr"].read()
+    job["stderr"].close()
+    status = "timeout" if timeout is not None else "ok" if code == 0 else "failed"
+    if status == "timeout":
+        stderr = f"timed out after {timeout:g} s"
+    path = job["results_path"]
+    return dict(
+        notebook=job["nb"].name,
+        status=status,
+        seconds=round(time.time() - job["start"], 1),
+        results=json.loads(path.read_text()) if path.exists() else {},
+        error="" if code == 0 and timeout is None else _error_line(stderr),
+    )
+
+
+def run_many(
+    nbs: list[Path],  # the notebooks to run
+    out_dir: Path,  # where the executed copies and their results go
+    parameters: dict,  # papermill parameters, e.g. SMOKE
+    timeout: float,  # seconds each notebook has before it is killed
+    env: dict | None = None,  # the kernels' environment; None: this process's
+    jobs: int = 1,  # how many notebooks run at once
+    progress=lambda i, nb, row: None,  # called when notebook `i` starts (row None) and when it ends
+) -> list[dict]:
+    "Run `nbs`, `jobs` at a time; returns finish_notebook's rows in the order of `nbs`."
+    waiting, running, rows = list(enumerate(nbs)), {}, {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                i, nb = waiting.pop(0)
+                progress(i, nb, None)
+                running[i] = start_notebook(nb, out_dir, parameters, env)
+            time.sleep(0.1)
+            for i, job in list(running.items()):
+                ended = job["proc"].poll() is not None
+                if ended or time.time() - job["start"] > timeout:
+                    rows[i] = finish_notebook(running.pop(i), None if ended else timeout)
+                    progress(i, nbs[i], rows[i])
+    finally:  # also on Ctrl-C: no kernel is left training in the background
+        for job in running.values():
+            _kill_tree(job["proc"].pid)
+    return [rows[i] for i in range(len(nbs))]
+
+
 def run_notebook(
     nb: Path,  # the notebook to run
     out_dir: Path,  # where the executed copy and its results go
@@ -82,45 +157,7 @@ def run_notebook(
     env: dict | None = None,  # the kernel's environment; None: this process's
 ) -> dict:
     "Execute `nb` with papermill in its own process; returns notebook, status, seconds, results and error."
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results_path = (out_dir / nb.name).with_suffix(".results.json")
-    results_path.unlink(missing_ok=True)
-    params = {**parameters, "RESULTS_PATH": str(results_path.resolve())}
-    cmd = [
-        sys.executable,
-        "-m",
-        "papermill",
-        str(nb),
-        str(out_dir / nb.name),
-        "-k",
-        "python3",
-        "--cwd",
-        str(nb.parent),
-        "--no-progress-bar",
-        "-y",
-        json.dumps(params),
-    ]
-    start = time.time()
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
-    )
-    try:
-        _, stderr = proc.communicate(timeout=timeout)
-        status = "ok" if proc.returncode == 0 else "failed"
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
-        proc.communicate()
-        status, stderr = "timeout", f"timed out after {timeout:g} s"
-    finally:  # also on Ctrl-C: no kernel is left training in the background
-        _kill_tree(proc.pid)
-    results = json.loads(results_path.read_text()) if results_path.exists() else {}
-    return dict(
-        notebook=nb.name,
-        status=status,
-        seconds=round(time.time() - start, 1),
-        results=results,
-        error="" if status == "ok" else _error_line(stderr),
-    )
+    return run_many([nb], out_dir, parameters, timeout, env)[0]
 
 # %% ../../nbs/book/runner.ipynb #c010
 def results_text(
@@ -133,6 +170,7 @@ def results_text(
 def write_summary(
     rows: list[dict],  # run_notebook's results, one per notebook
     out_dir: Path,  # where summary.json and summary.md go
+    wall: float | None = None,  # seconds from the first start to the last end, when notebooks overlapped
 ) -> Path:
     "Write summary.json and summary.md (one row per notebook) to `out_dir`; returns the markdown path."
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -142,14 +180,37 @@ def write_summary(
         res = results_text(r["results"])
         md.append(f"| {r['notebook']} | {r['status']} | {r['seconds']} | {res or r['error']} |")
     ok = sum(r["status"] == "ok" for r in rows)
-    md.append(
-        f"\n{ok} of {len(rows)} notebooks ran without error; {sum(r['seconds'] for r in rows):.0f} s in all."
-    )
+    total = f"{sum(r['seconds'] for r in rows):.0f} s in all"
+    if wall is not None:
+        total = f"{wall:.0f} s from start to end ({total}, as they overlapped)"
+    md.append(f"\n{ok} of {len(rows)} notebooks ran without error; {total}.")
     (out_dir / "summary.md").write_text("\n".join(md) + "\n")
     return out_dir / "summary.md"
 
 # %% ../../nbs/book/runner.ipynb #c011
 SMOKE_PARAMETERS = {"SMOKE": True}
+
+
+def available_cores() -> int:
+    "The CPU cores this process may use (its affinity where the system tells it, else all of them)."
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def share_cores(
+    env: dict,  # the kernels' environment, changed in place
+    jobs: int,  # how many notebooks run at once
+) -> None:
+    """Give each of `jobs` kernels its share of the cores: `OMP_NUM_THREADS`, unless the caller set it. And
+    an Inductor cache for that thread count: torch 2.9's Inductor writes the count into the C++ it caches
+    (`#pragma omp parallel num_threads(2)`) but leaves it out of the cache key, so code cached by a run on
+    two threads would start two threads beside its neighbour's."""
+    if jobs == 1 or "OMP_NUM_THREADS" in env:
+        return
+    threads = max(1, available_cores() // jobs)
+    env["OMP_NUM_THREADS"] = str(threads)
+    default_cache = os.path.join(tempfile.gettempdir(), "torchinductor_" + getpass.getuser())
+    cache = env.get("TORCHINDUCTOR_CACHE_DIR") or default_cache
+    env["TORCHINDUCTOR_CACHE_DIR"] = f"{cache}-{threads}-threads"
 
 
 def run_notebooks(
@@ -159,11 +220,14 @@ def run_notebooks(
     only: str | None = None,  # a glob or a text the names must match; None: all
     timeout: float = 1800,  # seconds allowed per notebook
     log=print,  # prints the progress lines
+    jobs: int = 1,  # how many notebooks run at once, each kernel on its share of the cores
 ) -> list[dict]:
-    """Run the course's notebooks with papermill, one progress line each; writes executed copies and the
-    summary."""
+    """Run the course's notebooks with papermill, `jobs` at a time, with a progress line for each; writes
+    executed copies and the summary."""
     if importlib.util.find_spec("papermill") is None:
         raise CourseLibError("papermill is an optional part: pip install 'course_lib[book]'")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise CourseLibError(f"--jobs must be at least 1, got {jobs}")
     nbs, out = find_notebooks(nbs_dir, only), Path(out)
     env = dict(os.environ)  # the notebooks' environment; the caller's stays as it was
     # Jupyter's own backend, whatever the caller set (often Agg): figures stay in the executed notebook
@@ -175,11 +239,19 @@ def run_notebooks(
     # W&B stages every logged artifact in its data folder (default: under the home folder) and keeps
     # offline runs' copies there: keep them with this run's outputs
     env.setdefault("WANDB_DATA_DIR", str(out.resolve() / "wandb-data"))
-    rows = []
-    for i, nb in enumerate(nbs, 1):
-        log(f"[{i}/{len(nbs)}] {nb.name} ...", end=" ", flush=True)
-        row = run_notebook(nb, out, SMOKE_PARAMETERS if smoke else {}, timeout, env)
-        log(f"{row['status']} ({row['seconds']} s)" + (f": {row['error']}" if row["error"] else ""))
-        rows.append(row)
-    log(f"summary: {write_summary(rows, out)}")
+    jobs = min(jobs, len(nbs))
+    share_cores(env, jobs)
+
+    def progress(i, nb, row):
+        "`[3/12] 03_x.ipynb ... ok (95.6 s)`: on one line when one notebook runs at a time, else two."
+        head = f"[{i + 1}/{len(nbs)}] {nb.name} ..."
+        if row is None:
+            return log(head, end=" " if jobs == 1 else "\n", flush=True)
+        tail = f"{row['status']} ({row['seconds']} s)" + (f": {row['error']}" if row["error"] else "")
+        log(tail if jobs == 1 else f"{head} {tail}", flush=True)
+
+    start = time.time()
+    rows = run_many(nbs, out, SMOKE_PARAMETERS if smoke else {}, timeout, env, jobs, progress)
+    wall = time.time() - start if jobs > 1 else None
+    log(f"summary: {write_summary(rows, out, wall)}")
     return rows
