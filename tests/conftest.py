@@ -164,7 +164,16 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "deep: the deeper suite only (bash tools/run-tests.sh --deep)")
 
 
+# With pytest-xdist (tools/run-tests.sh runs two workers, `--dist loadgroup`) the tests of one file stay on
+# one worker, so a module-scoped fixture is made once; the files that share a costly session fixture share a
+# group, so it is made once too (runtime_runs: the Colab runtime check, which writes _runtimes/).
+SHARED_GROUPS = {"test_runtimes.py": "runtimes", "test_site.py": "runtimes"}
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(name, name)))
     if config.getoption("--deep"):
         return
     kept, deep = [], []
@@ -191,7 +200,14 @@ def _whole_suite(config) -> bool:
     return not chosen and not config.option.keyword and not config.option.markexpr
 
 
+def _worker(config) -> bool:
+    "True in a pytest-xdist worker: the controller, which receives every report, writes the times."
+    return hasattr(config, "workerinput")
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if _worker(session.config):
+        return
     _SUITE["seconds"] = total = time.monotonic() - _SUITE["start"]
     out = REPO / "_test_run"
     out.mkdir(exist_ok=True)
@@ -211,6 +227,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     "Runs inside pytest_sessionfinish (the terminal reporter's wrapper), after the total is taken above."
+    if _worker(config):
+        return
     slowest = ", ".join(f"{name} {s:.0f} s" for name, s in _SUITE["slowest"])
     verdict = f"OVER BUDGET, slowest: {slowest}" if _SUITE["over"] else "within budget"
     terminalreporter.write_line(
