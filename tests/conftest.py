@@ -164,16 +164,29 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "deep: the deeper suite only (bash tools/run-tests.sh --deep)")
 
 
-# With pytest-xdist (tools/run-tests.sh runs two workers, `--dist loadgroup`) the tests of one file stay on
-# one worker, so a module-scoped fixture is made once; the files that share a costly session fixture share a
-# group, so it is made once too (runtime_runs: the Colab runtime check, which writes _runtimes/).
-SHARED_GROUPS = {"test_runtimes.py": "runtimes", "test_site.py": "runtimes"}
+# With pytest-xdist (tools/run-tests.sh runs two workers) the tests of one file stay on one worker, so a
+# module-scoped fixture is made once; files that share a costly session fixture share a worker, so it is made
+# once too (runtime_runs: the Colab runtime check, which deletes and rewrites _runtimes/). xdist's own
+# `--dist loadgroup` cannot do this under pytest 9 (it renames test ids through an attribute pytest 9 no
+# longer reads), so this scheduler groups by file name.
+SHARED_WORKER = {"test_runtimes.py": "runtimes", "test_site.py": "runtimes"}
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unused, and no error, without it
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        "Each test file's tests on one worker; the files in SHARED_WORKER on the same one."
+
+        def _split_scope(self, nodeid: str) -> str:
+            name = nodeid.split("::")[0].rsplit("/", 1)[-1]
+            return SHARED_WORKER.get(name, name)
+
+    return ByFile(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(name, name)))
     if config.getoption("--deep"):
         return
     kept, deep = [], []

@@ -198,3 +198,17 @@ def test_every_relative_link_in_the_notebooks_and_docs_points_at_a_file():
             if file and not (path.parent / file).exists():
                 broken.append(f"{path.relative_to(REPO)}: {target}")
     assert len(notebooks) > 30 and not broken, "\n".join(broken)
+
+
+def test_the_test_scheduler_keeps_each_file_on_one_worker():
+    """tools/run-tests.sh runs two pytest-xdist workers: conftest's scheduler keeps a file's tests on one
+    (its module fixtures made once) and puts the two files that read the Colab runtime check on the same one
+    (the check deletes and rewrites _runtimes/, so two at once would break each other)."""
+    from types import SimpleNamespace
+    from conftest import pytest_xdist_make_scheduler
+
+    config = SimpleNamespace(getvalue=lambda name: ["popen", "popen"] if name == "tx" else None)
+    scope = pytest_xdist_make_scheduler(config, None)._split_scope
+    assert scope("tests/test_xla.py::test_a") == scope("tests/test_xla.py::test_b[x@y]")
+    assert scope("tests/test_xla.py::test_a") != scope("tests/test_cli.py::test_a")
+    assert scope("tests/test_site.py::test_a") == scope("tests/test_runtimes.py::test_b[colab-gpu]")

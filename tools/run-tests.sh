@@ -12,6 +12,6 @@ if [ "$workers" -gt 1 ]; then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}
   # Inductor bakes the thread count into the code it caches and leaves it out of the key (torch 2.9)
   export TORCHINDUCTOR_CACHE_DIR="$TORCHINDUCTOR_CACHE_DIR-$OMP_NUM_THREADS-threads"
-  set -- -n "$workers" --dist loadgroup "$@"
+  set -- -n "$workers" "$@"
 fi
 python -m pytest -q --durations=25 "$@"  # the slowest tests listed at the end: where CI time goes

@@ -366,7 +366,7 @@ html_theme_options = {{
 html_css_files = ["language-switch.css", "layout.css"]
 language = "{lang}"
 templates_path = ["_templates"]
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_doctrees"]
 """
 LANGUAGE_NAMES = {"en": "English", "ko": "한국어"}  # what the language switch says
 # the code cells get the page's width (no "On this page" column beside them) and a slightly smaller font, so a
@@ -495,7 +495,9 @@ def _build(
         (Path(src) / "_templates" / "language-switch.html").write_text(
             _language_switch(lang, languages, untranslated)
         )
+        # Sphinx's doctrees (its cache, with the sources' paths) go beside the sources, not into the site
         cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", src, str(built)]
+        cmd += ["-d", str(Path(src) / "_doctrees")]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             last = (r.stderr or r.stdout).strip().splitlines()[-1][:300]
@@ -508,6 +510,7 @@ def _site_notebook(path: Path, page: str, root: Path, included: set, url: str, l
     """A notebook as the site shows it: site cells only, outputs without machine paths, links for the site,
     hints and answers folded, and each exercise's worked solution folded under it."""
     nb = json.loads(path.read_text())
+    nb["metadata"].pop("papermill", None)  # papermill's record of the run: its parameters hold local paths
     nb["cells"] = site_cells(nb["cells"])
     solutions = root / "nbs" / "solutions" / path.name
     if solutions.exists():
