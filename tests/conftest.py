@@ -162,6 +162,11 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "deep: the deeper suite only (bash tools/run-tests.sh --deep)")
+    workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n, resolved to a number
+    if workers and not _worker(config):  # before the workers start: they inherit the environment
+        from course_lib.book.runner import share_cores
+
+        share_cores(os.environ, workers)  # as the course runner shares the cores out among notebooks
 
 
 # With pytest-xdist (tools/run-tests.sh runs two workers) the tests of one file stay on one worker, so a
