@@ -191,7 +191,7 @@ def measure_one(
     peak memory of one loop/configuration, in this process."""
     import torch
     from course_lib.seeding import seed_everything
-    from course_lib.models import create_model
+    from course_lib.engine import create_model
 
     device = torch.device(device)
     seed_everything(0)

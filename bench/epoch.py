@@ -203,7 +203,7 @@ def main(argv=None):
     from course_lib.dataset import make_dataloaders
     from course_lib.engine import TrainConfig, train_one_epoch, WeightedFocalLoss
     from course_lib.seeding import seed_everything
-    from course_lib.models import create_model
+    from course_lib.engine import create_model
 
     data = a.data or a.cache / f"n{a.n}_{a.file_size}px"
     if not (data / "train.csv").is_file():

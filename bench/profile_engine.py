@@ -158,7 +158,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     import torch
     from course_lib.seeding import seed_everything
-    from course_lib.models import create_model
+    from course_lib.engine import create_model
 
     if a.device == "auto":
         a.device = "cuda" if torch.cuda.is_available() else "cpu"

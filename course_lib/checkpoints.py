@@ -1,4 +1,4 @@
-"""`save_checkpoint` writes whole or not at all, `load_checkpoint` loads safely and names a missing or damaged file, `uncompiled_state_dict` reads a compiled model's weights.
+"""`uncompiled_state_dict` reads a compiled model's weights, `is_intact` tells a whole `torch.save` file from a damaged one.
 
 Docs: https://course-lib.github.io/course_lib/checkpoints.html.md"""
 
@@ -6,115 +6,17 @@ Docs: https://course-lib.github.io/course_lib/checkpoints.html.md"""
 
 # %% ../nbs/checkpoints.ipynb #40c57ed9
 from __future__ import annotations
-import os
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-import torch
-from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['save_checkpoint', 'uncompiled_state_dict', 'load_checkpoint', 'FitState', 'save_fit_state', 'restore_fit_state',
-           'is_intact']
+__all__ = ['uncompiled_state_dict', 'is_intact']
 
 # %% ../nbs/checkpoints.ipynb #ff319af0
-def save_checkpoint(
-    path,  # the file to write
-    **state,  # what to save, by name (weights, optimizer state, epoch, ...)
-) -> Path:
-    "torch.save `state` to `path` atomically (temporary file + rename)."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # one temporary name per process
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
 def uncompiled_state_dict(
     state_dict: dict,  # weights, maybe saved from a torch.compile'd model
 ) -> dict:
     "`state_dict` with torch.compile's `_orig_mod.` taken out of every name (chapter 07)."
     return {k.replace("_orig_mod.", ""): v for k, v in state_dict.items()}
-
-
-def load_checkpoint(
-    path,  # a file written by save_checkpoint
-    map_location="cpu",  # where the tensors go
-) -> dict:
-    "Load a checkpoint safely (weights_only=True); a damaged file is a CourseLibError."
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError:
-        raise CourseLibError(f"no checkpoint at {path}") from None
-    except Exception as e:
-        raise CourseLibError(
-            f"checkpoint {path} is damaged or not a course_lib checkpoint ({type(e).__name__})"
-        ) from None
-
-# %% ../nbs/checkpoints.ipynb #be632cc2
-@dataclass
-class FitState:
-    "Where a run of `fit` stands after an epoch: the loop's part of every checkpoint, and all resuming needs."
-
-    epoch: int = -1  # the last finished epoch; -1 before the first
-    history: list = field(default_factory=list)  # one epoch_row per finished epoch
-    best: float = -1.0  # the best validation AUC so far
-    since_best: int = 0  # epochs since the best one
-
-    def record(
-        self,
-        row: dict,  # the finished epoch's epoch_row
-    ) -> bool:
-        "Add an epoch's row; whether its AUC is a new best."
-        improved = row["valid_auc"] > self.best
-        self.history.append(row)
-        self.epoch, self.best = row["epoch"], max(self.best, row["valid_auc"])
-        self.since_best = 0 if improved else self.since_best + 1
-        return improved
-
-
-def save_fit_state(
-    run,  # fit's parts: base (the module), optimizer and scaler
-    cfg,  # the run's TrainConfig: checkpoint_dir (None: write nothing)
-    improved: bool,  # whether this epoch's AUC is a new best: best.pt too
-    state: FitState,  # where the run stands
-    ev: dict,  # evaluate's result for this epoch
-    config: dict | None,  # the settings stored in the checkpoints
-):
-    """Write last.pt (the weights, optimizer and scaler, and the FitState) every epoch, and best.pt when AUC
-    improved; returns last.pt's path."""
-    if not cfg.checkpoint_dir:
-        return None
-    ckpt = dict(
-        model=run.base.state_dict(),  # the module's own names, compiled or not (chapter 07)
-        optimizer=run.optimizer.state_dict(),
-        scaler=run.scaler.state_dict(),
-        valid_auc=ev["valid_auc"],
-        config=config or {},
-        **asdict(state),
-    )
-    if improved:
-        save_checkpoint(Path(cfg.checkpoint_dir) / "best.pt", **ckpt)
-    return save_checkpoint(Path(cfg.checkpoint_dir) / "last.pt", **ckpt)
-
-
-def restore_fit_state(
-    path: Path,  # last.pt of the run to continue
-    run,  # fit's parts: base, optimizer and scaler, loaded in place
-) -> FitState:
-    "Load last.pt into the run's model, optimizer and scaler; its FitState (a new one without last.pt)."
-    if not path.exists():
-        print(f"no checkpoint at {path}: starting from epoch 0")
-        return FitState()
-    ckpt = load_checkpoint(path)
-    run.base.load_state_dict(uncompiled_state_dict(ckpt["model"]))
-    run.optimizer.load_state_dict(ckpt["optimizer"])
-    run.scaler.load_state_dict(ckpt["scaler"])
-    print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
-    return FitState(**{f.name: ckpt[f.name] for f in fields(FitState)})
 
 # %% ../nbs/checkpoints.ipynb #ea75dd1b
 def is_intact(

@@ -240,7 +240,7 @@ def _check_train_args(a):
     """Refuse bad training arguments before any work starts; returns the run's TrainConfig, the one settings
     object every engine takes (chapter 03), checked when it is made."""
     from course_lib.engine import TrainConfig
-    from course_lib.models import check_arch
+    from course_lib.engine import check_arch
 
     cfg = TrainConfig(
         epochs=a.epochs,
@@ -276,8 +276,8 @@ def _check_train_args(a):
 def _train_pytorch(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 03's fit, with chapter 09's Tracker."
     from course_lib.dataset import make_dataloaders
-    from course_lib.fitting import fit
-    from course_lib.models import create_model
+    from course_lib.engine import fit
+    from course_lib.engine import create_model
     from course_lib.tracking import Tracker
 
     model = create_model(a.arch, pretrained)

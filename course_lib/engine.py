@@ -6,19 +6,142 @@ Docs: https://course-lib.github.io/course_lib/pytorch_loop.html.md"""
 
 # %% ../nbs/03_pytorch_loop.ipynb #c004
 from __future__ import annotations
-from dataclasses import dataclass
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from types import SimpleNamespace
 import torch
 from torch import nn
 import torch.nn.functional as F
+from .checkpoints import uncompiled_state_dict
 from .checks import check_choice, check_finite_loss, check_settings
-from .precision import PRECISIONS, autocast
+from .precision import PRECISIONS, autocast, resolve_precision
 from .errors import CourseLibError
 from .progress import progress_bar
 from .pixels import normalize_batch
+from .runs import epoch_row, history_dict
+from .seeding import seed_everything
 
 # %% auto #0
-__all__ = ['WeightedFocalLoss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc', 'evaluate']
+__all__ = ['TORCHVISION_ARCHS', 'EFFICIENTNETS', 'SMALL_ARCHS', 'ARCHS', 'TIMM_PREFIX', 'check_arch', 'simple_cnn',
+           'create_model', 'WeightedFocalLoss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc', 'evaluate',
+           'save_checkpoint', 'load_checkpoint', 'FitState', 'save_fit_state', 'restore_fit_state', 'fit']
+
+# %% ../nbs/03_pytorch_loop.ipynb #0c923757
+TORCHVISION_ARCHS = ("efficientnet_b0", "resnet18", "resnet34", "resnet50")  # torchvision.models: the default
+EFFICIENTNETS = tuple(f"efficientnet-b{i}" for i in range(8))  # efficientnet_pytorch, the post's package
+SMALL_ARCHS = ("simple-cnn",)  # a four-layer CNN without pretrained weights: seconds per epoch on a CPU
+ARCHS = TORCHVISION_ARCHS + EFFICIENTNETS + SMALL_ARCHS
+TIMM_PREFIX = "timm/"  # any timm model by name, e.g. timm/efficientnet_b0: Colab and Kaggle preinstall timm
+
+
+def check_arch(
+    arch: str,  # one of ARCHS, or timm/<a timm model name>
+) -> None:
+    "Refuse an architecture create_model cannot build, in one line that lists the choices."
+    if arch.startswith(TIMM_PREFIX):
+        try:
+            import timm
+        except ImportError:
+            raise CourseLibError(f"--arch {arch} needs timm: pip install timm") from None
+        name = arch[len(TIMM_PREFIX) :]
+        if not timm.is_model(name):
+            raise CourseLibError(f"timm has no model {name!r} (timm.list_models() lists them)")
+    elif arch not in ARCHS:
+        choices = f"{', '.join(ARCHS)}, or {TIMM_PREFIX}<name>"
+        raise CourseLibError(f"unknown --arch {arch!r}; choose one of {choices}")
+
+# %% ../nbs/03_pytorch_loop.ipynb #6f7f7651
+def _no_weights(arch: str, error: Exception, allow_random_init: bool) -> None:
+    "Stop when pretrained weights cannot be loaded, unless random weights were explicitly allowed."
+    first_line = str(error).splitlines()[0][:120] if str(error) else ""
+    reason = f"{type(error).__name__}: {first_line}"
+    if not allow_random_init:
+        raise CourseLibError(
+            f"no pretrained {arch} weights could be loaded ({reason}); "
+            "turn the internet on (Kaggle: Settings > Internet), "
+            "or train from random weights on purpose with --no-pretrained or --allow-random-init"
+        )
+    print(f"notice: no pretrained {arch} weights ({reason}); starting from random weights as allowed")
+
+
+def _torchvision_model(arch: str, pretrained: bool, num_classes: int, allow_random_init: bool) -> nn.Module:
+    "A torchvision model (EfficientNet or ResNet) with a new `num_classes`-logit head."
+    import torchvision
+
+    build = getattr(torchvision.models, arch)
+    model = None
+    if pretrained:
+        try:
+            model = build(weights="DEFAULT")
+        except Exception as e:  # no network, a blocked host, a damaged cache: all end the same way
+            _no_weights(arch, e, allow_random_init)
+    if model is None:
+        model = build()
+    if arch.startswith("efficientnet"):
+        old_head = model.classifier[-1]
+        model.classifier[-1] = nn.Linear(old_head.in_features, num_classes)
+    else:
+        model.fc = nn.Linear(model.fc.in_features, num_classes)
+    return model
+
+
+def simple_cnn(
+    num_classes: int = 10,  # outputs of the last layer
+) -> nn.Module:
+    "A small CNN without BatchNorm or dropout: its gradient does not depend on how a batch is split."
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, num_classes),
+    )
+
+
+def _timm_model(arch: str, pretrained: bool, num_classes: int, allow_random_init: bool) -> nn.Module:
+    "A timm model (`timm/<name>`) with a `num_classes`-logit head; weights from the Hugging Face Hub."
+    import timm
+
+    name = arch[len(TIMM_PREFIX) :]
+    if pretrained:
+        try:
+            return timm.create_model(name, pretrained=True, num_classes=num_classes)
+        except Exception as e:
+            _no_weights(arch, e, allow_random_init)
+    return timm.create_model(name, pretrained=False, num_classes=num_classes)
+
+
+def create_model(
+    arch: str = "efficientnet_b0",  # one of ARCHS (torchvision's EfficientNet-B0 by default), or timm/<name>
+    pretrained: bool = False,  # ImageNet weights (downloaded once, then cached)
+    num_classes: int = 1,  # outputs of the new head
+    allow_random_init: bool = False,  # no weights to load: random ones instead of an error
+) -> nn.Module:
+    "EfficientNet (torchvision's or the post's), a ResNet, a timm model or simple-cnn, with a new head."
+    check_arch(arch)
+    if arch.startswith(TIMM_PREFIX):
+        return _timm_model(arch, pretrained, num_classes, allow_random_init)
+    if arch in SMALL_ARCHS:
+        if pretrained and not allow_random_init:
+            raise CourseLibError(f"--arch {arch} has no pretrained weights: train it without --pretrained")
+        return simple_cnn(num_classes)
+    if arch in TORCHVISION_ARCHS:
+        return _torchvision_model(arch, pretrained, num_classes, allow_random_init)
+    from efficientnet_pytorch import EfficientNet
+
+    if pretrained:
+        try:
+            return EfficientNet.from_pretrained(arch, num_classes=num_classes)
+        except Exception as e:
+            _no_weights(arch, e, allow_random_init)
+    # from scratch, use PyTorch's usual BatchNorm momentum (0.1) instead of the TF port's 0.01, whose running
+    # statistics need thousands of steps to settle: until then eval-mode outputs barely depend on the input
+    return EfficientNet.from_name(arch, num_classes=num_classes, batch_norm_momentum=0.9)
 
 # %% ../nbs/03_pytorch_loop.ipynb #c012
 class WeightedFocalLoss(nn.Module):
@@ -159,3 +282,165 @@ def evaluate(
         probs=probs,
         targets=targets,
     )
+
+# %% ../nbs/03_pytorch_loop.ipynb #7bbe7099
+def save_checkpoint(
+    path,  # the file to write
+    **state,  # what to save, by name (weights, optimizer state, epoch, ...)
+) -> Path:
+    "torch.save `state` to `path` atomically (temporary file + rename)."
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # one temporary name per process
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def load_checkpoint(
+    path,  # a file written by save_checkpoint
+    map_location="cpu",  # where the tensors go
+) -> dict:
+    "Load a checkpoint safely (weights_only=True); a damaged file is a CourseLibError."
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise CourseLibError(f"no checkpoint at {path}") from None
+    except Exception as e:
+        raise CourseLibError(
+            f"checkpoint {path} is damaged or not a course_lib checkpoint ({type(e).__name__})"
+        ) from None
+
+# %% ../nbs/03_pytorch_loop.ipynb #1c78242e
+@dataclass
+class FitState:
+    "Where a run of `fit` stands after an epoch: the loop's part of every checkpoint, and all resuming needs."
+
+    epoch: int = -1  # the last finished epoch; -1 before the first
+    history: list = field(default_factory=list)  # one epoch_row per finished epoch
+    best: float = -1.0  # the best validation AUC so far
+    since_best: int = 0  # epochs since the best one
+
+    def record(
+        self,
+        row: dict,  # the finished epoch's epoch_row
+    ) -> bool:
+        "Add an epoch's row; whether its AUC is a new best."
+        improved = row["valid_auc"] > self.best
+        self.history.append(row)
+        self.epoch, self.best = row["epoch"], max(self.best, row["valid_auc"])
+        self.since_best = 0 if improved else self.since_best + 1
+        return improved
+
+# %% ../nbs/03_pytorch_loop.ipynb #19ca7456
+def save_fit_state(
+    run,  # fit's parts: base (the module), optimizer and scaler
+    cfg,  # the run's TrainConfig: checkpoint_dir (None: write nothing)
+    improved: bool,  # whether this epoch's AUC is a new best: best.pt too
+    state: FitState,  # where the run stands
+    ev: dict,  # evaluate's result for this epoch
+    config: dict | None,  # the settings stored in the checkpoints
+):
+    """Write last.pt (the weights, optimizer and scaler, and the FitState) every epoch, and best.pt when AUC
+    improved; returns last.pt's path."""
+    if not cfg.checkpoint_dir:
+        return None
+    ckpt = dict(
+        model=run.base.state_dict(),  # the module's own names, compiled or not (chapter 07)
+        optimizer=run.optimizer.state_dict(),
+        scaler=run.scaler.state_dict(),
+        valid_auc=ev["valid_auc"],
+        config=config or {},
+        **asdict(state),
+    )
+    if improved:
+        save_checkpoint(Path(cfg.checkpoint_dir) / "best.pt", **ckpt)
+    return save_checkpoint(Path(cfg.checkpoint_dir) / "last.pt", **ckpt)
+
+
+def restore_fit_state(
+    path: Path,  # last.pt of the run to continue
+    run,  # fit's parts: base, optimizer and scaler, loaded in place
+) -> FitState:
+    "Load last.pt into the run's model, optimizer and scaler; its FitState (a new one without last.pt)."
+    if not path.exists():
+        print(f"no checkpoint at {path}: starting from epoch 0")
+        return FitState()
+    ckpt = load_checkpoint(path)
+    run.base.load_state_dict(uncompiled_state_dict(ckpt["model"]))
+    run.optimizer.load_state_dict(ckpt["optimizer"])
+    run.scaler.load_state_dict(ckpt["scaler"])
+    print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
+    return FitState(**{f.name: ckpt[f.name] for f in fields(FitState)})
+
+# %% ../nbs/03_pytorch_loop.ipynb #04158b2d
+def _setup(model, cfg, loss_fn, device):
+    "The run's parts on `device`: model, loss, Adam, scaler; and cfg with the precision the device gets."
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cfg = replace(cfg, precision=resolve_precision(cfg.precision, device))  # fp16 on a CPU: its best
+    base = getattr(model, "_orig_mod", model).to(device)  # a compiled model's own module (chapter 07)
+    if cfg.channels_last:
+        base = base.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores
+    # chapter 07: the loop calls the compiled wrapper; optimizer and checkpoints use the module underneath
+    net = torch.compile(base) if cfg.compile and model is base else model
+    loss_fn = (loss_fn or WeightedFocalLoss()).to(device)
+    optimizer = torch.optim.Adam(base.parameters(), lr=cfg.lr)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "16-mixed")
+    return SimpleNamespace(
+        model=net, base=base, loss_fn=loss_fn, optimizer=optimizer, scaler=scaler, device=device
+    ), cfg
+
+
+def _epoch(run, loaders, cfg, epoch, on_step):
+    "One epoch of `fit`: seed from (seed, epoch), train, evaluate; its history row and evaluate's result."
+    # dropout and drop-connect draws depend on (seed, epoch) only: resuming replays them
+    seed_everything(cfg.seed + epoch)
+    start = time.time()
+    train_loss = train_one_epoch(
+        run.model,
+        loaders[0],
+        run.loss_fn,
+        run.optimizer,
+        run.device,
+        cfg,
+        scaler=run.scaler,
+        epoch=epoch,
+        on_step=on_step,
+    )
+    ev = evaluate(run.model, loaders[1], run.loss_fn, run.device, cfg.precision, cfg.channels_last)
+    return epoch_row(epoch, train_loss, ev, time.time() - start), ev
+
+# %% ../nbs/03_pytorch_loop.ipynb #199bc719
+def fit(
+    model,  # moved to the device and trained in place
+    train_loader,  # the training loader (make_dataloaders)
+    valid_loader,  # the validation loader
+    cfg: TrainConfig | None = None,  # the run's settings; None: TrainConfig()
+    loss_fn=None,  # None: WeightedFocalLoss()
+    device=None,  # None: cuda when available, else cpu
+    config: dict | None = None,  # stored in the checkpoints (the command line stores its arguments)
+    on_step=None,  # see train_one_epoch
+    on_epoch_end=None,  # called as on_epoch_end(row, last_checkpoint_path, step=global_step)
+) -> dict:
+    """Train with Adam, evaluate each epoch, keep the best-AUC and the last checkpoint, stop early; returns
+    the history."""
+    run, cfg = _setup(model, cfg or TrainConfig(), loss_fn, device)
+    state = restore_fit_state(Path(cfg.checkpoint_dir) / "last.pt", run) if cfg.resume else FitState()
+    ev = None
+    bar = progress_bar(range(state.epoch + 1, cfg.epochs), desc="epochs", disable=not cfg.progress)
+    for epoch in bar:
+        if state.since_best >= cfg.patience:
+            break  # a resumed run that had already stopped early
+        row, ev = _epoch(run, (train_loader, valid_loader), cfg, epoch, on_step)
+        improved = state.record(row)
+        bar.set_postfix(train_loss=f"{row['train_loss']:.4f}", valid_auc=f"{row['valid_auc']:.3f}")
+        last = save_fit_state(run, cfg, improved, state, ev, config)
+        if on_epoch_end:
+            on_epoch_end(row, last, step=(epoch + 1) * len(train_loader))
+        if state.since_best >= cfg.patience:
+            print(f"early stop: no AUC gain for {cfg.patience} epochs")
+            break
+    return history_dict("pytorch", state.history, last_eval=ev)

@@ -6,20 +6,21 @@ Docs: https://course-lib.github.io/course_lib/lightning.html.md"""
 
 # %% ../nbs/04_lightning.ipynb #c004
 from __future__ import annotations
+from pathlib import Path
+import pandas as pd
 import torch
 import pytorch_lightning as pl
-from fastcore.basics import patch
+from pytorch_lightning.callbacks import ModelCheckpoint
 from torchmetrics.classification import BinaryAUROC
 from torchmetrics.utilities.data import dim_zero_cat  # torchmetrics 1.0 has it here only
 from .dataset import make_dataloaders
 from .pixels import normalize_batch
 from .engine import WeightedFocalLoss, roc_auc
 from .seeding import seed_everything
-from .models import create_model
-
+from .engine import create_model
 
 # %% auto #0
-__all__ = ['MelanomaModule', 'MelanomaDataModule']
+__all__ = ['MelanomaModule', 'MelanomaDataModule', 'checkpoint_callbacks', 'logged_epochs']
 
 # %% ../nbs/04_lightning.ipynb #c007
 class MelanomaModule(pl.LightningModule):
@@ -45,67 +46,50 @@ class MelanomaModule(pl.LightningModule):
         self.loss_fn = WeightedFocalLoss(alpha, gamma)
         self.valid_auroc = BinaryAUROC()  # the fold's probabilities and targets, gathered over DDP processes
 
+    def forward(self, x):
+        "The network's logits; uint8 batches (chapter 02) are normalised here, floats pass through."
+        x = normalize_batch(x)
+        if self.hparams.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
+        return self.model(x)
 
-# %% ../nbs/04_lightning.ipynb #773fa01b
-@patch
-def forward(self: MelanomaModule, x):
-    "The network's logits; uint8 batches (chapter 02) are normalised here, floats pass through."
-    x = normalize_batch(x)
-    if self.hparams.channels_last:
-        x = x.contiguous(memory_format=torch.channels_last)  # chapter 05
-    return self.model(x)
+    def on_fit_start(self):
+        "The weights in NHWC order when channels_last is on (chapter 05)."
+        if self.hparams.channels_last:
+            self.model.to(memory_format=torch.channels_last)
 
+    def configure_optimizers(self):
+        "Adam over every parameter, as chapter 03's fit."
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
 
-@patch
-def on_fit_start(self: MelanomaModule):
-    "The weights in NHWC order when channels_last is on (chapter 05)."
-    if self.hparams.channels_last:
-        self.model.to(memory_format=torch.channels_last)
+    def on_train_epoch_start(self):
+        "Seed every generator from seed + epoch, as chapter 03's fit does."
+        seed_everything(self.hparams.seed + self.current_epoch)
 
+    def training_step(self, batch, batch_idx):
+        "One batch's focal loss, logged as the epoch's mean per image."
+        x, y = batch
+        loss = self.loss_fn(self(x).float(), y)
+        self.log("train_loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(x))
+        return loss
 
-@patch
-def configure_optimizers(self: MelanomaModule):
-    "Adam over every parameter, as chapter 03's fit."
-    return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+    def validation_step(self, batch, batch_idx):
+        "Log the validation loss; keep probabilities and targets for the epoch's AUC."
+        x, y = batch
+        logits = self(x).float()
+        loss = self.loss_fn(logits, y)
+        # sync_dist: with DDP, the epoch's loss is averaged over every process, not only this one's shard
+        self.log("valid_loss", loss, on_step=False, on_epoch=True, batch_size=len(x), sync_dist=True)
+        self.valid_auroc.update(torch.sigmoid(logits).flatten(), y.flatten().long())
 
-
-# %% ../nbs/04_lightning.ipynb #024282c1
-@patch
-def on_train_epoch_start(self: MelanomaModule):
-    "Seed every generator from seed + epoch, as chapter 03's fit does."
-    seed_everything(self.hparams.seed + self.current_epoch)
-
-
-@patch
-def training_step(self: MelanomaModule, batch, batch_idx):
-    "One batch's focal loss, logged as the epoch's mean per image."
-    x, y = batch
-    loss = self.loss_fn(self(x).float(), y)
-    self.log("train_loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(x))
-    return loss
-
-
-# %% ../nbs/04_lightning.ipynb #c009
-@patch
-def validation_step(self: MelanomaModule, batch, batch_idx):
-    "Log the validation loss; keep probabilities and targets for the epoch's AUC."
-    x, y = batch
-    logits = self(x).float()
-    loss = self.loss_fn(logits, y)
-    # sync_dist: with DDP, the epoch's loss is averaged over every process, not only this one's shard
-    self.log("valid_loss", loss, on_step=False, on_epoch=True, batch_size=len(x), sync_dist=True)
-    self.valid_auroc.update(torch.sigmoid(logits).flatten(), y.flatten().long())
-
-
-@patch
-def on_validation_epoch_end(self: MelanomaModule):
-    "ROC AUC over the whole validation fold, from every process (NaN when the fold holds one class)."
-    metric = self.valid_auroc
-    with metric.sync_context():  # DDP: every process's predictions and targets; one process: its own
-        probs, targets = dim_zero_cat(metric.preds).cpu(), dim_zero_cat(metric.target).cpu()
-    metric.reset()
-    # every process computed the same value from the same predictions
-    self.log("valid_auc", roc_auc(probs, targets), prog_bar=True)
+    def on_validation_epoch_end(self):
+        "ROC AUC over the whole validation fold, from every process (NaN when the fold holds one class)."
+        metric = self.valid_auroc
+        with metric.sync_context():  # DDP: every process's predictions and targets; one process: its own
+            probs, targets = dim_zero_cat(metric.preds).cpu(), dim_zero_cat(metric.target).cpu()
+        metric.reset()
+        # every process computed the same value from the same predictions
+        self.log("valid_auc", roc_auc(probs, targets), prog_bar=True)
 
 # %% ../nbs/04_lightning.ipynb #c012
 class MelanomaDataModule(pl.LightningDataModule):
@@ -130,23 +114,39 @@ class MelanomaDataModule(pl.LightningDataModule):
         self.kw |= dict(num_workers=num_workers, check_images=check_images, augmentations=augmentations)
         self.kw |= dict(normalize_on_device=normalize_on_device)
 
+    def setup(self, stage=None):
+        "Make both loaders once, whatever the stage (chapter 02's make_dataloaders)."
+        if self._loaders is None:
+            self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)
 
-# %% ../nbs/04_lightning.ipynb #c17c4b15
-@patch
-def setup(self: MelanomaDataModule, stage=None):
-    "Make both loaders once, whatever the stage (chapter 02's make_dataloaders)."
-    if self._loaders is None:
-        self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)
+    def train_dataloader(self):
+        "The training loader: every other fold, in a new order each epoch."
+        return self._loaders[0]
 
+    def val_dataloader(self):
+        "The validation loader: the fold, in the table's order."
+        return self._loaders[1]
 
-@patch
-def train_dataloader(self: MelanomaDataModule):
-    "The training loader: every other fold, in a new order each epoch."
-    return self._loaders[0]
+# %% ../nbs/04_lightning.ipynb #e7c92df9
+def checkpoint_callbacks(
+    checkpoint_dir,  # where best.ckpt and last.ckpt go
+) -> list:
+    "best.ckpt whenever the validation AUC improves, and last.ckpt after every epoch, for resuming."
+    best = ModelCheckpoint(
+        dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max", save_on_train_epoch_end=True
+    )
+    last = ModelCheckpoint(  # no monitor: last.ckpt after every epoch, for resuming
+        dirpath=checkpoint_dir,
+        filename="last",
+        save_on_train_epoch_end=True,
+        enable_version_counter=False,  # overwrite last.ckpt, never last-v1.ckpt
+    )
+    return [best, last]
 
-
-@patch
-def val_dataloader(self: MelanomaDataModule):
-    "The validation loader: the fold, in the table's order."
-    return self._loaders[1]
-
+# %% ../nbs/04_lightning.ipynb #5d3dda98
+def logged_epochs(
+    trainer: pl.Trainer,  # a fitted Trainer whose logger is a CSVLogger
+) -> pd.DataFrame:
+    "What the module logged, one row per epoch (the logger's metrics.csv holds one row per log call)."
+    logged = pd.read_csv(Path(trainer.logger.log_dir) / "metrics.csv")
+    return logged.drop(columns="step").groupby("epoch").first().reset_index()

@@ -11,8 +11,9 @@ import pandas as pd
 import torch
 from .dataset import MelanomaDataset, get_transforms
 from .pixels import normalize_batch
-from .checkpoints import load_checkpoint, uncompiled_state_dict
-from .models import ARCHS, TIMM_PREFIX, create_model
+from .engine import load_checkpoint
+from .checkpoints import uncompiled_state_dict
+from .engine import ARCHS, TIMM_PREFIX, create_model
 from .errors import CourseLibError
 
 # %% auto #0

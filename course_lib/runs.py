@@ -96,7 +96,7 @@ RESUME_MAY_CHANGE = (
 def _saved_config(a) -> dict | None:
     """The settings of the run in OUT: config.json, or, when that was lost, the copy in the pytorch engine's
     checkpoints/last.pt (Lightning's last.ckpt holds none); None when there is neither."""
-    from course_lib.checkpoints import load_checkpoint
+    from course_lib.engine import load_checkpoint
 
     path, last = a.out / CONFIG_FILE, a.out / "checkpoints" / "last.pt"
     if path.exists():
@@ -176,7 +176,7 @@ def check_pretrained(
     a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
 ) -> bool:
     "Whether training starts from pretrained weights: they are loaded (and cached) once, before any work."
-    from course_lib.models import create_model
+    from course_lib.engine import create_model
 
     if not a.pretrained:
         return False

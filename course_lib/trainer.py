@@ -11,17 +11,17 @@ import time
 from pathlib import Path
 import torch
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint, TQDMProgressBar
+from pytorch_lightning.callbacks import Callback, EarlyStopping, TQDMProgressBar
 from .checkpoints import is_intact
 from .checks import check_finite_loss, check_settings
 from .engine import TrainConfig
+from .lightning import checkpoint_callbacks
 from .errors import CourseLibError
 from .precision import lightning_precision, resolve_precision
 from .runs import epoch_row, history_dict
 
-
 # %% auto #0
-__all__ = ['HistoryCallback', 'checkpoint_callbacks', 'trainer_settings', 'fit_lightning']
+__all__ = ['HistoryCallback', 'trainer_settings', 'fit_lightning']
 
 # %% ../nbs/trainer.ipynb #6444e0af
 class HistoryCallback(Callback):
@@ -45,23 +45,6 @@ class HistoryCallback(Callback):
 
     def load_state_dict(self, state):
         self.rows = list(state["rows"])
-
-# %% ../nbs/trainer.ipynb #32facb75
-def checkpoint_callbacks(
-    checkpoint_dir,  # where best.ckpt and last.ckpt go
-) -> list:
-    "best.ckpt whenever the validation AUC improves, and last.ckpt after every epoch, for resuming."
-    best = ModelCheckpoint(
-        dirpath=checkpoint_dir, filename="best", monitor="valid_auc", mode="max", save_on_train_epoch_end=True
-    )
-    last = ModelCheckpoint(  # no monitor: last.ckpt after every epoch, for resuming
-        dirpath=checkpoint_dir,
-        filename="last",
-        save_on_train_epoch_end=True,
-        enable_version_counter=False,  # overwrite last.ckpt, never last-v1.ckpt
-    )
-    return [best, last]
-
 
 # %% ../nbs/trainer.ipynb #2dea54f3
 def trainer_settings(

@@ -23,9 +23,9 @@ from .engine import TrainConfig, WeightedFocalLoss, roc_auc
 from .checks import check_finite_loss
 from .precision import autocast
 from .seeding import seed_everything
-from .checkpoints import save_checkpoint
+from .engine import save_checkpoint
 from .runs import history_dict
-from .models import create_model
+from .engine import create_model
 
 # %% auto #0
 __all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'compile_count', 'XlaReplicas', 'Task', 'fashion_task',

@@ -309,7 +309,7 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
     settings object TrainConfig (the command line and fit_lightning take it), and XLA's flags against the same
     table of limits."""
     from course_lib.engine import TrainConfig
-    from course_lib.fitting import fit
+    from course_lib.engine import fit
     from course_lib.errors import CourseLibError
     from course_lib.trainer import fit_lightning
     from course_lib.xla import train_xla

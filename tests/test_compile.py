@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 from conftest import run_cli, run_main
-from course_lib.checkpoints import load_checkpoint, uncompiled_state_dict
-from course_lib.models import create_model
+from course_lib.checkpoints import uncompiled_state_dict
+from course_lib.engine import load_checkpoint
+from course_lib.engine import create_model
 from course_lib.predict import load_model
 
 ARCH, SIZE = "resnet18", 32
@@ -121,7 +122,7 @@ def test_fit_takes_a_model_compiled_by_hand(sample_dir, tmp_path):
     from course_lib.data import add_folds
     from course_lib.dataset import make_dataloaders
     from course_lib.engine import TrainConfig
-    from course_lib.fitting import fit
+    from course_lib.engine import fit
     from course_lib.seeding import seed_everything
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"), seed=42)

@@ -12,8 +12,8 @@ from course_lib.errors import CourseLibError
 from course_lib.dataset import load_image, make_dataloaders
 from course_lib.tables import validate_table
 from course_lib.engine import WeightedFocalLoss, train_one_epoch
-from course_lib.checkpoints import load_checkpoint, save_checkpoint
-from course_lib.models import create_model
+from course_lib.engine import load_checkpoint, save_checkpoint
+from course_lib.engine import create_model
 from conftest import run_cli, run_main
 
 

@@ -18,9 +18,9 @@ BOOK = sorted(f"book/{p.name}" for p in (REPO / "nbs" / "book").glob("*.ipynb"))
 
 def test_every_library_notebook_is_found():
     library = {"errors.ipynb", "checks.ipynb", "outputs.ipynb", "runs.ipynb", "offline_runs.ipynb"}
-    library |= {"sources.ipynb", "progress.ipynb", "wandb_mode.ipynb", "models.ipynb", "tables.ipynb"}
+    library |= {"sources.ipynb", "progress.ipynb", "wandb_mode.ipynb", "tables.ipynb"}
     library |= {"precision.ipynb", "checkpoints.ipynb", "cli.ipynb", "seeding.ipynb", "xla.ipynb"}
-    library |= {"fitting.ipynb", "pixels.ipynb", "trainer.ipynb"}
+    library |= {"pixels.ipynb", "trainer.ipynb"}
     assert library <= set(LIBRARY)
     names = {"cli", "runner", "docs_sync", "translations", "website"}
     assert {f"book/{n}.ipynb" for n in names} == set(BOOK)

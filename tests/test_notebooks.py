@@ -28,19 +28,6 @@ def test_every_chapter_ends_with_summary_exercises_questionnaire_further_researc
         assert len(re.findall(r"^\d+\. ", questions, re.M)) >= 10, name
 
 
-def test_every_lesson_stays_lean():
-    """A lesson has at most 50 cells, at most two code cells over 25 lines (blank lines count) and at most
-    150 exported lines: what it exports is what it teaches; the rest lives in library notebooks."""
-    for name in NOTEBOOKS:
-        cells = json.loads((REPO / "nbs" / name).read_text())["cells"]
-        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-        long = [s.splitlines()[0] for s in code if len(s.splitlines()) > 25]
-        exported = sum(len(s.splitlines()) for s in code if s.startswith("#| export"))
-        assert len(cells) <= 50, f"{name}: {len(cells)} cells"
-        assert len(long) <= 2, f"{name}: {len(long)} code cells over 25 lines: {long}"
-        assert exported <= 150, f"{name}: exports {exported} lines"
-
-
 def test_every_notebook_has_a_parameters_cell_with_smoke():
     for name in NOTEBOOKS:
         cells = json.loads((REPO / "nbs" / name).read_text())["cells"]

@@ -9,7 +9,7 @@ from torch import nn
 from conftest import run_main
 from course_lib.data import add_folds
 from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
-from course_lib.models import create_model
+from course_lib.engine import create_model
 
 CPU = torch.device("cpu")
 

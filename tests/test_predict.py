@@ -7,10 +7,10 @@ import pytest
 import torch
 from conftest import REPO, run_main
 from course_lib.engine import TrainConfig, evaluate
-from course_lib.fitting import fit
+from course_lib.engine import fit
 from course_lib.seeding import seed_everything
-from course_lib.checkpoints import save_checkpoint
-from course_lib.models import create_model
+from course_lib.engine import save_checkpoint
+from course_lib.engine import create_model
 from course_lib.errors import CourseLibError
 from course_lib.predict import FLIPS, ensemble, load_model, predict, write_submission
 
@@ -79,7 +79,7 @@ def test_lightning_and_xla_checkpoints_load(trained, tmp_path):
 
 
 def load_checkpoint_weights(path):
-    from course_lib.checkpoints import load_checkpoint
+    from course_lib.engine import load_checkpoint
 
     return load_checkpoint(path)["model"]
 

@@ -238,8 +238,8 @@ def test_cli_xla_engine_writes_the_common_metrics(offline_run):
             "replicas"
         ] == 1
     check_no_recompilation(m["epochs"])
-    from course_lib.checkpoints import load_checkpoint
-    from course_lib.models import create_model
+    from course_lib.engine import load_checkpoint
+    from course_lib.engine import create_model
 
     ckpt = load_checkpoint(xla_run / "checkpoints" / "last.pt")  # weights_only=True
     assert ckpt["epoch"] == 2 and ckpt["arch"] == "simple-cnn"

@@ -174,7 +174,7 @@ def replicas(out):
     metrics."""
     import torch.multiprocessing as mp
     import torch_xla  # noqa: F401  imported once, before the replicas fork
-    from course_lib.checkpoints import load_checkpoint
+    from course_lib.engine import load_checkpoint
     from course_lib.xla import XLA_DEFAULTS
 
     flags = dict(

@@ -1,0 +1,96 @@
+"""A lesson calls only what it, or an earlier lesson, wrote in front of the learner, or a framework's own API.
+Library notebooks outside the numbered path keep what no lesson is about; the names below are theirs."""
+
+import ast
+import json
+import re
+from conftest import REPO
+
+NBS = REPO / "nbs"
+# What no lesson is about, by library notebook: data sources, the sample generator and the results record
+# (sources), the exercise checker, the error type, progress bars, the W&B mode and key rules and the offline
+# reader (wandb_mode, offline_runs), the generators' seeding, and the CPU-for-TPU shim.
+SUPPORT = {"sources.ipynb": None, "exercises.ipynb": None, "errors.ipynb": None, "progress.ipynb": None}
+SUPPORT |= {"offline_runs.ipynb": None, "wandb_mode.ipynb": {"resolve_mode", "find_wandb_key"}}
+SUPPORT |= {"seeding.ipynb": {"seed_everything"}, "xla.ipynb": {"xla_accelerator"}}
+# Calls still to move into the lesson that teaches them (or to replace by the framework's own API). The test
+# holds this list exactly: a new call to library code fails, and so does a call that moved without its entry.
+NOT_YET = {
+    "02": {"augment", "image_path", "seed_augmentations", "validate_table"},
+    "05": {"autocast", "cpu_has_bf16", "normalize_batch", "recommended_precision"},
+    "06": {"normalize_batch"},
+    "07": {
+        "load_model",
+        "recommended_precision",
+        "uncompiled_state_dict",
+    },  # load_model: chapter 10 writes it
+    "08": {"check_no_recompilation", "compile_count", "train_xla", "trainer_settings", "fit_lightning"},
+    "09": {"xla_tracker"},
+    "10": {"image_path", "main", "run_predict"},
+}
+
+
+def _code(path):
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def _tree(src):
+    "The cell's Python: an IPython magic or shell line becomes `pass` at its indentation."
+    return ast.parse(re.sub(r"^(\s*)[!%].*$", r"\1pass", src, flags=re.M))
+
+
+def _written() -> dict:
+    "Every exported top-level name, with the notebook whose `#| export` cell writes it."
+    where = {}
+    for nb in sorted(NBS.rglob("*.ipynb")):
+        if "solutions" in nb.parts:
+            continue
+        for src in _code(nb):
+            if re.match(r"\s*#\|\s*export", src):
+                for node in _tree(src).body:
+                    names = [node.name] if hasattr(node, "name") else []
+                    names += [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+                    for name in names:
+                        where.setdefault(name, nb.relative_to(NBS).as_posix())
+    return where
+
+
+def _calls_outside_lessons(lesson, where) -> set:
+    "The names a lesson imports from course_lib that no lesson up to it wrote and no support notebook keeps."
+    number = int(lesson.name[:2])
+    found = set()
+    for src in _code(lesson):
+        if re.match(r"\s*#\|\s*export", src):
+            continue
+        for node in ast.walk(_tree(src)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course_lib"):
+                for alias in node.names:
+                    home = where.get(alias.name, "")
+                    if re.match(r"\d\d_", home) and int(home[:2]) <= number:
+                        continue  # a lesson up to this one wrote it
+                    if home.startswith("exercises/") or (home in SUPPORT and SUPPORT[home] is None):
+                        continue
+                    if alias.name in (SUPPORT.get(home) or ()):
+                        continue
+                    found.add(alias.name)
+    return found
+
+
+def test_lessons_call_only_what_a_lesson_wrote():
+    where = _written()
+    lessons = sorted(p for p in NBS.glob("[0-9][0-9]_*.ipynb") if p.name[:2] not in ("00", "01", "99"))
+    assert len(lessons) == 9, [p.name for p in lessons]  # 01 runs the whole game; 00 and 99 are not lessons
+    found = {p.name[:2]: _calls_outside_lessons(p, where) for p in lessons}
+    found = {k: v for k, v in found.items() if v}
+    assert found == NOT_YET, {
+        k: sorted(found.get(k, set()) ^ NOT_YET.get(k, set())) for k in found.keys() | NOT_YET
+    }
+
+
+def test_the_rule_sees_a_call_to_library_code(tmp_path):
+    "A lesson that imports fit_lightning (the command line's Lightning engine) is caught."
+    lesson = tmp_path / "05_x.ipynb"
+    cells = [{"cell_type": "code", "source": ["from course_lib.trainer import fit_lightning\n"]}]
+    cells += [{"cell_type": "code", "source": ["from course_lib.lightning import MelanomaModule\n"]}]
+    lesson.write_text(json.dumps({"cells": cells}))
+    assert _calls_outside_lessons(lesson, _written()) == {"fit_lightning"}
