@@ -6,6 +6,7 @@ Docs: https://course-lib.github.io/course_lib/pytorch_loop.html.md"""
 
 # %% ../nbs/03_pytorch_loop.ipynb #c004
 from __future__ import annotations
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -20,13 +21,13 @@ from .precision import PRECISIONS, autocast, resolve_precision
 from .errors import CourseLibError
 from .progress import progress_bar
 from .pixels import normalize_batch
-from .runs import epoch_row, history_dict
 from .seeding import seed_everything
 
 # %% auto #0
 __all__ = ['TORCHVISION_ARCHS', 'EFFICIENTNETS', 'SMALL_ARCHS', 'ARCHS', 'TIMM_PREFIX', 'check_arch', 'simple_cnn',
            'create_model', 'WeightedFocalLoss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc', 'evaluate',
-           'save_checkpoint', 'load_checkpoint', 'FitState', 'save_fit_state', 'restore_fit_state', 'fit']
+           'save_checkpoint', 'load_checkpoint', 'FitState', 'save_fit_state', 'restore_fit_state', 'epoch_row',
+           'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #0c923757
 TORCHVISION_ARCHS = ("efficientnet_b0", "resnet18", "resnet34", "resnet50")  # torchvision.models: the default
@@ -375,6 +376,32 @@ def restore_fit_state(
     run.scaler.load_state_dict(ckpt["scaler"])
     print(f"resuming after epoch {ckpt['epoch']} (best valid AUC so far {ckpt['best']:.4f})")
     return FitState(**{f.name: ckpt[f.name] for f in fields(FitState)})
+
+# %% ../nbs/03_pytorch_loop.ipynb #45ff9877
+def epoch_row(
+    epoch,  # the epoch's number, from 0
+    train_loss,  # its mean training loss per image
+    ev,  # evaluate's result
+    seconds,  # its wall time
+) -> dict:
+    "One epoch of history, as every engine writes it to metrics.json."
+    return dict(
+        epoch=epoch,
+        train_loss=float(train_loss),
+        valid_loss=float(ev["valid_loss"]),
+        valid_auc=float(ev["valid_auc"]),
+        seconds=round(seconds, 3),
+    )
+
+
+def history_dict(
+    engine: str,  # which engine trained: pytorch, lightning or xla
+    rows: list[dict],  # one epoch_row per epoch
+    **extra,  # more keys for the dict
+) -> dict:
+    "The metrics.json structure: engine, per-epoch rows, best validation AUC."
+    aucs = [r["valid_auc"] for r in rows if not math.isnan(r["valid_auc"])]
+    return dict(engine=engine, epochs=rows, best_valid_auc=max(aucs) if aucs else float("nan"), **extra)
 
 # %% ../nbs/03_pytorch_loop.ipynb #04158b2d
 def _setup(model, cfg, loss_fn, device):

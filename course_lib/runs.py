@@ -17,7 +17,7 @@ from .outputs import check_folder, check_free, claim_folder, write_text_atomic
 # %% auto #0
 __all__ = ['CONFIG_FILE', 'RUN_FILES', 'RESUME_MAY_CHANGE', 'run_settings', 'tracked_settings', 'check_out_folder', 'start_run',
            'check_resume_settings', 'is_global_zero', 'write_json', 'check_pretrained', 'image_counts',
-           'describe_counts', 'epoch_row', 'history_dict']
+           'describe_counts']
 
 # %% ../nbs/runs.ipynb #c028
 def run_settings(
@@ -208,29 +208,3 @@ def describe_counts(
     line = f"images: {images['n_train']:,} to train, {images['n_valid']:,} to validate"
     left = [f"{n:,} {why}" for why, n in images["left_out"].items() if n]
     return line + (f"; left out {', '.join(left)}" if left else "")
-
-# %% ../nbs/runs.ipynb #45ff9877
-def epoch_row(
-    epoch,  # the epoch's number, from 0
-    train_loss,  # its mean training loss per image
-    ev,  # evaluate's result
-    seconds,  # its wall time
-) -> dict:
-    "One epoch of history, as every engine writes it to metrics.json."
-    return dict(
-        epoch=epoch,
-        train_loss=float(train_loss),
-        valid_loss=float(ev["valid_loss"]),
-        valid_auc=float(ev["valid_auc"]),
-        seconds=round(seconds, 3),
-    )
-
-
-def history_dict(
-    engine: str,  # which engine trained: pytorch, lightning or xla
-    rows: list[dict],  # one epoch_row per epoch
-    **extra,  # more keys for the dict
-) -> dict:
-    "The metrics.json structure: engine, per-epoch rows, best validation AUC."
-    aucs = [r["valid_auc"] for r in rows if not math.isnan(r["valid_auc"])]
-    return dict(engine=engine, epochs=rows, best_valid_auc=max(aucs) if aucs else float("nan"), **extra)

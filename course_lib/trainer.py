@@ -14,11 +14,10 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, TQDMProgressBar
 from .checkpoints import is_intact
 from .checks import check_finite_loss, check_settings
-from .engine import TrainConfig
+from .engine import TrainConfig, epoch_row, history_dict
 from .lightning import checkpoint_callbacks
 from .errors import CourseLibError
 from .precision import lightning_precision, resolve_precision
-from .runs import epoch_row, history_dict
 
 # %% auto #0
 __all__ = ['HistoryCallback', 'trainer_settings', 'fit_lightning']

@@ -19,13 +19,17 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 from .checks import check_settings
 from .errors import CourseLibError
-from .engine import TrainConfig, WeightedFocalLoss, roc_auc
+from course_lib.engine import (
+    TrainConfig,
+    WeightedFocalLoss,
+    create_model,
+    history_dict,
+    roc_auc,
+    save_checkpoint,
+)
 from .checks import check_finite_loss
 from .precision import autocast
 from .seeding import seed_everything
-from .engine import save_checkpoint
-from .runs import history_dict
-from .engine import create_model
 
 # %% auto #0
 __all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'compile_count', 'XlaReplicas', 'Task', 'fashion_task',
