@@ -299,7 +299,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 04's fit_lightning, with chapter 09's WandbLogger."
     from course_lib.lightning import MelanomaDataModule, MelanomaModule
     from course_lib.trainer import fit_lightning
-    from course_lib.wandb_mode import wandb_logger
+    from course_lib.tracking import wandb_logger
 
     module = MelanomaModule(
         a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last, compile=a.compile
@@ -423,9 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="course-lib", description="course_lib: the hands-on PyTorch course's command line."
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(
-        dest="cmd", required=True, metavar="{train,predict,data}"
-    )
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,predict,data}")
     _train_parser(sub)
     _predict_parser(sub)
     _data_parser(sub)

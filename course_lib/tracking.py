@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .wandb_mode import resolve_mode
 
 # %% auto #0
-__all__ = ['Tracker', 'run_folder']
+__all__ = ['Tracker', 'run_folder', 'wandb_logger']
 
 # %% ../nbs/09_experiment_tracking.ipynb #c011
 class Tracker:
@@ -148,3 +148,27 @@ def run_folder(
 ) -> Path | None:
     "The local folder of the tracker's run (holds run-<id>.wandb), or None when tracking is disabled."
     return Path(tracker.run.dir).parent if tracker.run else None
+
+# %% ../nbs/09_experiment_tracking.ipynb #fed8ef15
+def wandb_logger(
+    project: str,  # the W&B project
+    config: dict,  # the training settings, stored with the run
+    mode=None,  # online, offline or disabled; None: resolve_mode decides
+    group=None,  # runs of one job share a group
+    name=None,  # the run's display name
+    save_dir=None,  # the folder that gets wandb/; None: the current folder
+):
+    "A Lightning WandbLogger with this chapter's key and offline rules (None when tracking is disabled)."
+    mode, why = resolve_mode(mode)
+    if mode == "disabled":
+        return None
+    import wandb
+    from pytorch_lightning.loggers import WandbLogger
+
+    if why:
+        print(f"wandb: {why}; recording offline in {save_dir or '.'}/wandb (upload later with `wandb sync`)")
+    os.environ.setdefault("WANDB_SILENT", "true")
+    settings = wandb.Settings(console="off", x_disable_stats=True)
+    # no reinit= here: wandb does not support its reinit options together with the Lightning integration
+    run = dict(project=project, config=config, mode=mode, group=group, name=name)
+    return WandbLogger(**run, save_dir=str(save_dir or "."), log_model="all", settings=settings)

@@ -12,7 +12,7 @@ import urllib.parse
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['MODES', 'WANDB_ALIASES', 'find_wandb_key', 'env_mode', 'resolve_mode', 'wandb_logger']
+__all__ = ['MODES', 'WANDB_ALIASES', 'find_wandb_key', 'env_mode', 'resolve_mode']
 
 # %% ../nbs/wandb_mode.ipynb #c007
 MODES = ("online", "offline", "disabled")
@@ -108,27 +108,3 @@ def _no_network(
     an offline run (one connection per run, measured), and offline means no connection."""
     os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
     return mode
-
-# %% ../nbs/wandb_mode.ipynb #6c43b8b2
-def wandb_logger(
-    project: str,  # the W&B project
-    config: dict,  # the training settings, stored with the run
-    mode=None,  # online, offline or disabled; None: resolve_mode decides
-    group=None,  # runs of one job share a group
-    name=None,  # the run's display name
-    save_dir=None,  # the folder that gets wandb/; None: the current folder
-):
-    "A Lightning WandbLogger with the course's key and offline rules (None when tracking is disabled)."
-    import wandb
-    from pytorch_lightning.loggers import WandbLogger
-
-    mode, why = resolve_mode(mode)
-    if mode == "disabled":
-        return None
-    if why:
-        print(f"wandb: {why}; recording offline in {save_dir or '.'}/wandb (upload later with `wandb sync`)")
-    os.environ.setdefault("WANDB_SILENT", "true")
-    settings = wandb.Settings(console="off", x_disable_stats=True)
-    # no reinit= here: wandb does not support its reinit options together with the Lightning integration
-    run = dict(project=project, config=config, mode=mode, group=group, name=name)
-    return WandbLogger(**run, save_dir=str(save_dir or "."), log_model="all", settings=settings)
