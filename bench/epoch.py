@@ -119,7 +119,7 @@ def like_make_dataloaders(ds, batch_size, workers, seed=0, **kw):
 
 def to_device(x, y, device):
     "A batch on `device`, images normalised there (uint8 CHW or NHWC, or float32 passed through)."
-    from course_lib.pixels import normalize_batch
+    from course_lib.dataset import normalize_batch
 
     if x.shape[1] != 3:  # NHWC as decoded
         x = x.permute(0, 3, 1, 2)

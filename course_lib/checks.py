@@ -80,7 +80,6 @@ def read_table(
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise CourseLibError(f"{path} is not a readable CSV ({e})") from None
 
-
 # %% ../nbs/checks.ipynb #353333ec
 def check_finite_loss(
     total: torch.Tensor,  # the running (or summed) loss

@@ -321,7 +321,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
 def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     "Chapter 08's train_xla on the melanoma task, with chapter 09's xla_tracker."
     import functools
-    from course_lib.xla import xla_tracker
+    from course_lib.tracking import xla_tracker
     from course_lib.wandb_mode import resolve_mode
     from course_lib.xla import train_xla
 
@@ -357,7 +357,7 @@ def train(
     cfg = _check_train_args(a)
     from course_lib.data import add_folds, check_fold, drop_duplicate_photos
     from course_lib.sources import sample_data_dir
-    from course_lib.tables import validate_table
+    from course_lib.dataset import validate_table
     from course_lib.seeding import seed_everything
 
     pretrained = check_pretrained(a)
@@ -432,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
 # %% ../nbs/cli.ipynb #241c4454
 def _readable(paths) -> list[Path]:
     "`paths` as Paths, each checked to be an image PIL can open; one line for the first that is not."
-    from course_lib.tables import check_image
+    from course_lib.dataset import check_image
 
     paths = [Path(p) for p in paths]
     for p in paths:
@@ -444,7 +444,7 @@ def _readable(paths) -> list[Path]:
 
 def _test_images(data) -> list[Path]:
     "DATA/test/*.jpg in test.csv's order, after chapter 02's checks of the table and of every image."
-    from course_lib.tables import image_path, validate_table
+    from course_lib.dataset import image_path, validate_table
 
     import pandas as pd
 

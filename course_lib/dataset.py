@@ -7,21 +7,133 @@ Docs: https://course-lib.github.io/course_lib/dataset.html.md"""
 # %% ../nbs/02_dataset.ipynb #c004
 from __future__ import annotations
 import os
+import random
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 from .errors import CourseLibError
-from .pixels import IMAGENET_MEAN, IMAGENET_STD, normalize_batch
-from .seeding import EpochShuffleSampler, augment
-from .tables import image_path, validate_table
 
 # albumentations asks PyPI for its newest version on every import unless this is set: offline is offline
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 
 # %% auto #0
-__all__ = ['AUGMENTATION_LIBRARIES', 'load_image', 'MelanomaDataset', 'albumentations_transforms', 'torchvision_transforms',
-           'get_transforms', 'make_dataloaders']
+__all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'AUGMENTATION_LIBRARIES', 'image_path', 'check_image',
+           'validate_table', 'load_image', 'seed_augmentations', 'augment', 'MelanomaDataset',
+           'albumentations_transforms', 'torchvision_transforms', 'get_transforms', 'normalize_batch',
+           'EpochShuffleSampler', 'make_dataloaders']
+
+# %% ../nbs/02_dataset.ipynb #7342fed8
+REQUIRED_COLUMNS = ("image_name", "target")
+
+
+def image_path(
+    data_dir,  # a folder in the Kaggle layout
+    image_name: str,  # a train.csv (or test.csv) image_name, without .jpg
+    split: str = "train",  # the images' folder: train, or test for test.csv's images
+) -> Path:
+    """The JPEG of `image_name` inside `data_dir`/`split`; refuses names that would point outside it. The
+    check reads the name, not the file: a symlink into a cache (DVC, git-annex) is an image like any other."""
+    train = Path(os.path.abspath(Path(data_dir) / split))
+    p = Path(os.path.normpath(train / f"{image_name}.jpg"))
+    if Path(str(image_name)).is_absolute() or train not in p.parents:
+        raise CourseLibError(f"image_name {image_name!r} points outside {train}")
+    return p
+
+# %% ../nbs/02_dataset.ipynb #685fde53
+def check_image(
+    p: Path,  # an image file
+) -> str | None:
+    """None if `p` is a readable RGB image, of any size; 'convert' when not RGB; else what is wrong. A JPEG is
+    decoded at an eighth of its size (PIL's draft mode): every byte is read, in half the time."""
+    if not p.exists():
+        return "missing"
+    if p.stat().st_size == 0:
+        return "empty file"
+    try:
+        with Image.open(p) as im:
+            im.draft("RGB", (max(1, im.width // 8), max(1, im.height // 8)))  # JPEG only; others: no-op
+            im.load()
+            if im.mode in ("I", "I;16", "I;16B", "I;16L", "F"):  # convert("RGB") would clip them to white
+                return f"has 16-bit or float pixels (mode {im.mode}): save it as an 8-bit RGB image"
+            if im.mode != "RGB":
+                return "convert"
+            return None
+    except Image.DecompressionBombError:
+        return "too large to open safely (DecompressionBombError): resize it"
+    except (UnidentifiedImageError, OSError) as e:
+        return f"unreadable ({type(e).__name__})"
+
+# %% ../nbs/02_dataset.ipynb #e0efa818
+def _check_cells(
+    df: pd.DataFrame,  # a table with image_name and target
+) -> None:
+    "Refuse empty image names and patient ids, before any name is turned into a path."
+    for col in ("image_name", "patient_id"):
+        if col not in df.columns:
+            continue
+        empty = df[df[col].isna() | (df[col].astype(str).str.strip() == "")]
+        if len(empty):
+            row = empty.index[0] + 2  # the header is line 1
+            raise CourseLibError(
+                f"{col} is empty in {len(empty)} row(s), e.g. line {row} of train.csv: fill it in"
+            )
+
+
+def _check_unique(
+    df: pd.DataFrame,  # a table with image_name
+) -> None:
+    "Refuse an image listed twice: it could land in both the training and the validation fold."
+    dup = df.image_name[df.image_name.duplicated()]
+    if len(dup):
+        raise CourseLibError(
+            f"image_name repeats: {dup.iloc[0]} and {len(dup) - 1} more appear twice or more; list each "
+            "image once, or it can land in both the training and the validation fold"
+        )
+
+
+def validate_table(
+    df: pd.DataFrame,  # the table to check
+    data_dir,  # the folder holding train/
+    check_images: bool = True,  # also open every image (slow on big sets)
+    split: str = "train",  # "test": a test.csv, with no labels, whose images are in test/
+) -> pd.DataFrame:
+    """Check `df` against `data_dir` before training (or predicting); raise one CourseLibError listing the
+    problems, else return `df`."""
+    required = REQUIRED_COLUMNS if split == "train" else ["image_name"]
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise CourseLibError(
+            f"{split}.csv lacks column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}"
+        )
+    if len(df) == 0:
+        raise CourseLibError(f"{split}.csv has no rows")
+    bad = df[~df.target.isin([0, 1])] if split == "train" else df.iloc[:0]
+    if len(bad):
+        raise CourseLibError(
+            f"target must be 0 or 1; {len(bad)} rows are not, "
+            f"e.g. {bad.image_name.iloc[0]}: {bad.target.iloc[0]}"
+        )
+    _check_cells(df)
+    paths = [image_path(data_dir, n, split) for n in df.image_name]
+    _check_unique(df)
+    if check_images:
+        # width and height are the original photograph's (chapter 01), never compared with the file
+        with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # PIL decodes without the GIL
+            problems = {n: why for n, why in zip(df.image_name, pool.map(check_image, paths)) if why}
+        broken = {n: why for n, why in problems.items() if why != "convert"}
+        if broken:
+            shown = "; ".join(f"{n}.jpg {why}" for n, why in list(broken.items())[:3])
+            raise CourseLibError(
+                f"{len(broken)} image(s) cannot be used: {shown}" + (" …" if len(broken) > 3 else "")
+            )
+        if n := sum(why == "convert" for why in problems.values()):
+            print(
+                f"note: {n} image(s) are not RGB (grayscale or alpha); they are converted to RGB when loaded"
+            )
+    return df
 
 # %% ../nbs/02_dataset.ipynb #897c3450
 def load_image(
@@ -30,6 +142,35 @@ def load_image(
     "An image as a writable RGB uint8 array (grayscale and RGBA are converted)."
     with Image.open(path) as im:
         return np.array(im.convert("RGB"))  # writable: torch.from_numpy warns about a read-only array
+
+# %% ../nbs/02_dataset.ipynb #d978eef2
+def seed_augmentations(
+    augmentations,  # an albumentations Compose
+    key: int,  # this image's seed, e.g. from (seed, epoch, index)
+) -> None:
+    "Seed every transform of `augmentations` from one shared pair of generators built from `key`."
+    numpy_generator = np.random.default_rng(key)
+    python_generator = random.Random(key)
+    augmentations.set_random_state(numpy_generator, python_generator)
+
+
+def augment(
+    augmentations,  # an albumentations Compose, or a torchvision.transforms.v2 pipeline (below)
+    image: np.ndarray,  # an RGB uint8 image, (height, width, 3)
+    key: int | None = None,  # this image's seed; None: the pipeline's own random state
+):
+    """`image` through either library's pipeline, seeded from `key` alone when one is given. torchvision's
+    transforms draw from torch's global generator: it is forked, seeded and restored, so nothing else
+    moves."""
+    if hasattr(augmentations, "set_random_state"):  # albumentations: called with image=, returns a dict
+        if key is not None:
+            seed_augmentations(augmentations, key)
+        return augmentations(image=image)["image"]
+    if key is None:
+        return augmentations(image)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(key)
+        return augmentations(image)
 
 # %% ../nbs/02_dataset.ipynb #c012
 class MelanomaDataset(torch.utils.data.Dataset):
@@ -62,6 +203,9 @@ class MelanomaDataset(torch.utils.data.Dataset):
         return image, target
 
 # %% ../nbs/02_dataset.ipynb #c014
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # A.Normalize's defaults
+
+
 def albumentations_transforms(
     img_size: int = 128,  # the side of the crop, in pixels
     train: bool = True,  # random crop and flips; else a centre crop
@@ -102,7 +246,6 @@ def torchvision_transforms(
     norm = [v2.Lambda(_normalize_image)] if normalize else []
     return v2.Compose([v2.ToImage(), v2.Resize((side, side)), *crop, v2.ToPureTensor(), *norm])
 
-
 # %% ../nbs/02_dataset.ipynb #d89de0fe
 def get_transforms(
     img_size: int = 128,  # the side of the crop, in pixels
@@ -118,6 +261,51 @@ def get_transforms(
     if library == "albumentations":
         return albumentations_transforms(img_size, train, seed, normalize)
     return torchvision_transforms(img_size, train, normalize)
+
+# %% ../nbs/02_dataset.ipynb #2305cb91
+def normalize_batch(
+    x: torch.Tensor,  # an image batch: uint8 (normalised here) or float (returned as is)
+) -> torch.Tensor:
+    """A uint8 image batch (N, 3, H, W) as floats normalised exactly as A.Normalize does, on x's device;
+    floats pass through."""
+    if x.dtype != torch.uint8:
+        return x
+    mean, inv_std = _normalize_constants(x.device)
+    return x.float().sub_(mean).mul_(inv_std)  # one new tensor, then in place: no two temporaries
+
+
+_NORMALIZE_CONSTANTS = {}  # device -> (mean, 1/std): made once per device, not copied to it every batch
+
+
+def _normalize_constants(device: torch.device) -> tuple:
+    "A.Normalize's float32 mean*255 and 1/(std*255) as (1, 3, 1, 1) tensors on `device`."
+    if device not in _NORMALIZE_CONSTANTS:
+        mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255  # in float32, like albumentations
+        inv_std = torch.reciprocal(torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255)
+        _NORMALIZE_CONSTANTS[device] = (mean.to(device), inv_std.to(device))
+    return _NORMALIZE_CONSTANTS[device]
+
+# %% ../nbs/02_dataset.ipynb #d55eb825
+class EpochShuffleSampler(torch.utils.data.Sampler):
+    """A random order of `n` indices, as (epoch, index) keys, that depends only on `seed` and the epoch set
+    by `set_epoch`."""
+
+    def __init__(
+        self,
+        n: int,  # the dataset's length
+        seed: int = 42,  # with the epoch, fixes the order
+    ):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed * 10_007 + self.epoch)
+        return iter([(self.epoch, i) for i in torch.randperm(self.n, generator=g).tolist()])
 
 # %% ../nbs/02_dataset.ipynb #c019
 def make_dataloaders(

@@ -20,7 +20,7 @@ from .checks import check_choice, check_finite_loss, check_settings
 from .precision import PRECISIONS, autocast, resolve_precision
 from .errors import CourseLibError
 from .progress import progress_bar
-from .pixels import normalize_batch
+from .dataset import normalize_batch
 from .seeding import seed_everything
 
 # %% auto #0

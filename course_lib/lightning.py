@@ -14,7 +14,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from torchmetrics.classification import BinaryAUROC
 from torchmetrics.utilities.data import dim_zero_cat  # torchmetrics 1.0 has it here only
 from .dataset import make_dataloaders
-from .pixels import normalize_batch
+from .dataset import normalize_batch
 from .engine import WeightedFocalLoss, roc_auc
 from .seeding import seed_everything
 from .engine import create_model

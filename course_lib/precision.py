@@ -1,4 +1,4 @@
-"""`resolve_precision`: the precisions the engines accept, and the one a run really gets on the hardware it finds, said in one line when it differs.
+"""`resolve_precision`: the precisions the engines accept, and the one a run really gets on the hardware it finds (chapter 05's `recommended_precision`), said in one line when it differs.
 
 Docs: https://course-lib.github.io/course_lib/precision.html.md"""
 
@@ -6,43 +6,17 @@ Docs: https://course-lib.github.io/course_lib/precision.html.md"""
 
 # %% ../nbs/precision.ipynb #e7d370bd
 from __future__ import annotations
-from pathlib import Path
 import torch
 from .checks import check_choice
 from .errors import CourseLibError
+from .mixed_precision import cpu_has_bf16, recommended_precision  # chapter 05
 
 PRECISIONS = ("32", "16-mixed", "bf16-mixed")
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'cpu_has_bf16', 'recommended_precision', 'resolve_precision', 'autocast', 'is_tpu',
-           'lightning_precision']
+__all__ = ['PRECISIONS', 'resolve_precision', 'autocast', 'is_tpu', 'lightning_precision']
 
 # %% ../nbs/precision.ipynb #6ac9cdb3
-def cpu_has_bf16() -> bool:
-    "Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), so bf16 autocast is fast on it."
-    if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        return False  # bf16 instructions come with AVX-512; without it PyTorch emulates bf16
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:  # not Linux: no way to tell, so do not bet on bf16
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def recommended_precision(
-    device,  # a torch.device or its name
-) -> str:
-    """The fastest safe precision on `device`: bf16 where the hardware has it natively, fp16 on older GPUs,
-    else fp32."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        return "bf16-mixed" if major >= 8 else "16-mixed"  # T4 is 7.5: bf16 would be emulated
-    if device.type == "cpu":
-        return "bf16-mixed" if cpu_has_bf16() else "32"
-    return "32"
-
-
 def resolve_precision(
     precision: str,  # one of PRECISIONS
     device,  # the device training runs on

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from .dataset import MelanomaDataset, get_transforms
-from .pixels import normalize_batch
+from .dataset import normalize_batch
 from .engine import load_checkpoint
 from .checkpoints import uncompiled_state_dict
 from .engine import ARCHS, TIMM_PREFIX, create_model
@@ -40,7 +40,6 @@ def _img_size(ckpt: dict, path: Path) -> int | None:
 
         size = json.loads(run_config.read_text()).get("img_size")
     return size
-
 
 # %% ../nbs/10_predict.ipynb #1aee0ed3
 def load_model(
@@ -73,7 +72,6 @@ def _probabilities(model, x: torch.Tensor, tta: bool) -> torch.Tensor:
     flips = FLIPS if tta else FLIPS[:1]
     return torch.stack([torch.sigmoid(model(x.flip(d) if d else x)).flatten() for d in flips]).mean(0)
 
-
 # %% ../nbs/10_predict.ipynb #d8a4c490
 def predict(
     model,  # a model in eval mode (load_model gives one)
@@ -105,7 +103,6 @@ def ensemble(
     "predict with every model; `target` is their mean probability."
     preds = [predict(m, images, img_size, tta, batch_size) for m in models]
     return preds[0].assign(target=sum(p.target for p in preds) / len(preds))
-
 
 # %% ../nbs/10_predict.ipynb #95229246
 def write_submission(

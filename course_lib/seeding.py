@@ -1,4 +1,4 @@
-"""`augment` seeds one image's augmentations from its key, and `EpochShuffleSampler` makes an epoch's order a function of `(seed, epoch)`: the same crops and the same order after a restart, in any worker.
+"""`seed_everything`: Python's, NumPy's and torch's generators seeded in one call.
 
 Docs: https://course-lib.github.io/course_lib/seeding.html.md"""
 
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['seed_everything', 'seed_augmentations', 'augment', 'EpochShuffleSampler']
+__all__ = ['seed_everything']
 
 # %% ../nbs/seeding.ipynb #11409bbb
 def seed_everything(
@@ -21,55 +21,3 @@ def seed_everything(
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-# %% ../nbs/seeding.ipynb #b7885d5d
-def seed_augmentations(
-    augmentations,  # an albumentations Compose
-    key: int,  # this image's seed, e.g. from (seed, epoch, index)
-) -> None:
-    "Seed every transform of `augmentations` from one shared pair of generators built from `key`."
-    numpy_generator = np.random.default_rng(key)
-    python_generator = random.Random(key)
-    augmentations.set_random_state(numpy_generator, python_generator)
-
-
-def augment(
-    augmentations,  # an albumentations Compose, or a torchvision.transforms.v2 pipeline (below)
-    image: np.ndarray,  # an RGB uint8 image, (height, width, 3)
-    key: int | None = None,  # this image's seed; None: the pipeline's own random state
-):
-    """`image` through either library's pipeline, seeded from `key` alone when one is given. torchvision's
-    transforms draw from torch's global generator: it is forked, seeded and restored, so nothing else
-    moves."""
-    if hasattr(augmentations, "set_random_state"):  # albumentations: called with image=, returns a dict
-        if key is not None:
-            seed_augmentations(augmentations, key)
-        return augmentations(image=image)["image"]
-    if key is None:
-        return augmentations(image)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(key)
-        return augmentations(image)
-
-# %% ../nbs/seeding.ipynb #e4376a52
-class EpochShuffleSampler(torch.utils.data.Sampler):
-    """A random order of `n` indices, as (epoch, index) keys, that depends only on `seed` and the epoch set
-    by `set_epoch`."""
-
-    def __init__(
-        self,
-        n: int,  # the dataset's length
-        seed: int = 42,  # with the epoch, fixes the order
-    ):
-        self.n, self.seed, self.epoch = n, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self):
-        return self.n
-
-    def __iter__(self):
-        g = torch.Generator().manual_seed(self.seed * 10_007 + self.epoch)
-        return iter([(self.epoch, i) for i in torch.randperm(self.n, generator=g).tolist()])

@@ -6,13 +6,12 @@ Docs: https://course-lib.github.io/course_lib/experiment_tracking.html.md"""
 
 # %% ../nbs/09_experiment_tracking.ipynb #c005
 from __future__ import annotations
-import os
 from pathlib import Path
 from fastcore.basics import patch
 from .wandb_mode import resolve_mode
 
 # %% auto #0
-__all__ = ['Tracker', 'run_folder', 'wandb_logger']
+__all__ = ['Tracker', 'run_folder', 'wandb_logger', 'xla_tracker']
 
 # %% ../nbs/09_experiment_tracking.ipynb #c011
 class Tracker:
@@ -44,8 +43,8 @@ class Tracker:
             print("wandb is not installed: tracking is off (pip install 'course_lib[wandb]')")
             self.mode = "disabled"
             return
-        os.environ.setdefault("WANDB_SILENT", "true")
-        settings = wandb.Settings(console="off", x_disable_stats=True, init_timeout=60)
+        # silent: no banners; a setting of this run, where WANDB_SILENT would be read once per process
+        settings = wandb.Settings(console="off", x_disable_stats=True, init_timeout=60, silent=True)
         self.run = wandb.init(
             project=project,
             config=config,
@@ -167,8 +166,31 @@ def wandb_logger(
 
     if why:
         print(f"wandb: {why}; recording offline in {save_dir or '.'}/wandb (upload later with `wandb sync`)")
-    os.environ.setdefault("WANDB_SILENT", "true")
-    settings = wandb.Settings(console="off", x_disable_stats=True)
+    settings = wandb.Settings(console="off", x_disable_stats=True, silent=True)  # no banners
     # no reinit= here: wandb does not support its reinit options together with the Lightning integration
     run = dict(project=project, config=config, mode=mode, group=group, name=name)
     return WandbLogger(**run, save_dir=str(save_dir or "."), log_model="all", settings=settings)
+
+# %% ../nbs/09_experiment_tracking.ipynb #780fdc55
+def xla_tracker(
+    rank: int,  # this replica's index (0: the master)
+    world: int,  # how many replicas the job has
+    project: str,  # the W&B project
+    config: dict,  # the training settings, stored with the run
+    mode=None,  # online, offline or disabled; None: resolve_mode decides
+    group=None,  # None: "xla-<arch>"
+    per_core: bool = False,  # one run per replica (the post), instead of the master's only
+    save_dir=None,  # the folder that gets wandb/
+):
+    "The Tracker for XLA replica `rank`: on the master only, or (per_core) one run per core in one group."
+    if rank != 0 and not per_core:
+        return None
+    return Tracker(
+        project,
+        config,
+        mode,
+        group=group or f"xla-{config.get('arch', 'model')}",
+        name=f"core-{rank}" if per_core else "master",
+        save_dir=save_dir,
+        quiet=rank != 0,
+    )

@@ -1,4 +1,4 @@
-"""`train_xla`: chapter 08's per-core function grown into the library's, on every XLA device (TPU chips, or XLA:CPU), with sharded data, gathered metrics, bf16, checkpoints and `metrics.json`; and Lightning's XLA accelerator on XLA:CPU.
+"""`train_xla`: chapter 08's `train_replica` on every XLA device (TPU chips, or XLA:CPU) for `course-lib train --engine xla`, with the settings checked once, a checkpoint and a W&B run per epoch; and Lightning's XLA accelerator on XLA:CPU.
 
 Docs: https://course-lib.github.io/course_lib/xla.html.md"""
 
@@ -6,78 +6,21 @@ Docs: https://course-lib.github.io/course_lib/xla.html.md"""
 
 # %% ../nbs/xla.ipynb #a66ff1b5
 from __future__ import annotations
-import copy
 import importlib.util
 import json
-import math
-import time
 from pathlib import Path
-from types import SimpleNamespace
-from typing import NamedTuple
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, DistributedSampler, Subset
-from .checks import check_settings
+from .checks import check_finite_loss, check_settings
 from .errors import CourseLibError
-from course_lib.engine import (
-    TrainConfig,
-    WeightedFocalLoss,
-    create_model,
-    history_dict,
-    roc_auc,
-    save_checkpoint,
-)
-from .checks import check_finite_loss
-from .precision import autocast
-from .seeding import seed_everything
+from .engine import TrainConfig, WeightedFocalLoss, create_model, save_checkpoint
+from .tpu import Task, train_replica
 
 # %% auto #0
-__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'compile_count', 'XlaReplicas', 'Task', 'fashion_task',
-           'melanoma_task', 'EpochDistributedSampler', 'make_loaders', 'xla_tracker', 'require_xla', 'xla_device_type',
-           'train_xla', 'check_no_recompilation', 'xla_accelerator']
-
-# %% ../nbs/xla.ipynb #3957f288
-def compile_count() -> int:
-    "Number of XLA graph compilations so far in this process."
-    import torch_xla.debug.metrics as met
-
-    data = met.metric_data("CompileTime")
-    return int(data[0]) if data else 0
-
-# %% ../nbs/xla.ipynb #c017
-class XlaReplicas:
-    "The collective operations `_run` uses, done by torch_xla across the XLA devices."
-
-    def info(self) -> tuple[int, int]:
-        "(number of replicas, this replica's ordinal)."
-        import torch_xla.runtime as xr
-
-        return xr.world_size(), xr.global_ordinal()
-
-    def optimizer_step(self, optimizer) -> None:
-        "Average the gradients over all replicas (an all-reduce), then step."
-        import torch_xla.core.xla_model as xm
-
-        xm.optimizer_step(optimizer)
-
-    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        "Every replica's `tensor` (the same shape on each), concatenated along dim 0 in ordinal order."
-        import torch_xla.core.xla_model as xm
-
-        return xm.all_gather(tensor, dim=0)
+__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'fashion_task', 'melanoma_task', 'require_xla',
+           'xla_device_type', 'train_xla', 'xla_accelerator']
 
 # %% ../nbs/xla.ipynb #c019
-class Task(NamedTuple):
-    "What `_run` trains: the two datasets, the model, the loss and the metric's name."
-
-    train: torch.utils.data.Dataset
-    valid: torch.utils.data.Dataset
-    model: nn.Module
-    loss_fn: nn.Module
-    metric: str
-    keyed: bool = False  # the training set takes chapter 02's (epoch, index) keys
-
-
 def _classifier(arch: str, num_classes: int, pretrained: bool = False) -> nn.Module:
     "AlexNet, simple-cnn, or any chapter 03 architecture, with `num_classes` outputs."
     import torchvision
@@ -118,7 +61,7 @@ def melanoma_task(
     "Chapters 02-03's melanoma data (one fold), model and focal loss; ROC AUC."
     from course_lib.data import add_folds, read_train_table
     from course_lib.dataset import MelanomaDataset, get_transforms
-    from course_lib.tables import image_path
+    from course_lib.dataset import image_path
 
     d = Path(flags["data_dir"])
     df = add_folds(read_train_table(d, verbose=False), seed=flags["seed"])
@@ -134,203 +77,40 @@ def melanoma_task(
 
 TASKS = {"fashion": fashion_task, "melanoma": melanoma_task}
 
-# %% ../nbs/xla.ipynb #c022
-class EpochDistributedSampler(DistributedSampler):
-    "This replica's shard as chapter 02's (epoch, index) keys: augmentations follow (seed, epoch, index)."
-
-    def __iter__(self):
-        return iter([(self.epoch, i) for i in super().__iter__()])
-
-
-def make_loaders(
-    task: Task,  # what to train: fashion_task or melanoma_task
-    world: int,  # how many replicas
-    rank: int,  # this replica's index
-    flags: dict,  # train_xla's settings (XLA_DEFAULTS)
-):
-    "One replica's (sampler, train loader, valid loader): a training shard, every world-th valid image."
-    sampler_class = EpochDistributedSampler if task.keyed else DistributedSampler
-    sampler = sampler_class(task.train, num_replicas=world, rank=rank, shuffle=True, seed=flags["seed"])
-    train_loader = DataLoader(
-        task.train, flags["batch_size"], sampler=sampler, drop_last=True, num_workers=flags["num_workers"]
-    )
-    shard = Subset(task.valid, range(rank, len(task.valid), world))
-    valid_loader = DataLoader(shard, flags["batch_size"], num_workers=flags["num_workers"])
-    return sampler, train_loader, valid_loader
-
-# %% ../nbs/xla.ipynb #c025
-def _train_epoch(r: SimpleNamespace, loader, precision: str, accumulate: int):
-    "One pass over this replica's shard; returns (sum of losses on the device, images)."
-    r.model.train()
-    total = torch.zeros((), device=r.device)
-    seen = 0
-    r.optimizer.zero_grad(set_to_none=True)
-    for i, (x, y) in enumerate(loader):
-        with autocast(precision, r.device):
-            logits = r.model(x)
-        loss = r.loss_fn(logits.float(), y)
-        (loss / accumulate).backward()
-        if (i + 1) % accumulate == 0 or i + 1 == r.n_batches:
-            r.replicas.optimizer_step(r.optimizer)
-            r.optimizer.zero_grad(set_to_none=True)
-        total += loss.detach() * len(x)
-        seen += len(x)
-    return total, seen
-
-# %% ../nbs/xla.ipynb #c027
-def _gather_rows(replicas, t: torch.Tensor, rows: int) -> torch.Tensor:
-    "Every replica's rows of `t`, padded to `rows` for the all-gather, padding dropped, on the CPU."
-    counts = replicas.gather(torch.tensor([len(t)], device=t.device)).cpu().tolist()
-    padding = t.new_zeros((rows - len(t), *t.shape[1:]))
-    parts = replicas.gather(torch.cat([t, padding])).cpu().split(rows)
-    return torch.cat([part[:n] for part, n in zip(parts, counts)])
-
-
-@torch.no_grad()
-def _validate(r: SimpleNamespace, loader, precision: str) -> dict:
-    "Loss and metric over all replicas' validation shards."
-    r.model.eval()
-    logits, targets = [], []
-    for x, y in loader:
-        with autocast(precision, r.device):
-            logits.append(r.model(x).float())
-        targets.append(y)
-    rows = math.ceil(r.n_valid / r.world)
-    logits = _gather_rows(r.replicas, torch.cat(logits), rows)
-    targets = _gather_rows(r.replicas, torch.cat(targets), rows)
-    out = {"valid_loss": r.loss_fn_cpu(logits, targets).item()}
-    if r.metric == "valid_accuracy":
-        out[r.metric] = (logits.argmax(-1) == targets).float().mean().item()
-    else:
-        out[r.metric] = roc_auc(torch.sigmoid(logits), targets)  # NaN when the fold holds one class
-    return out
-
-# %% ../nbs/xla.ipynb #c029
-def _setup(flags: dict) -> SimpleNamespace:
-    "One replica's device, task, loaders, model and optimizer."
-    import torch_xla
-
-    replicas = flags["replicas"] or XlaReplicas()
-    world, rank = replicas.info()
-    seed_everything(flags["seed"])  # the same initial weights on every replica
-    task = TASKS[flags["task"]](flags)
-    device = torch_xla.device()
-    sampler, train_loader, valid_loader = make_loaders(task, world, rank, flags)
-    if len(train_loader) == 0:  # drop_last with a shard smaller than a batch: no step at all
-        raise CourseLibError(
-            f"--batch-size {flags['batch_size']} is larger than the {len(sampler)} training images "
-            f"each of the {world} replica(s) gets: lower --batch-size"
-        )
-    model = task.model.to(device)
-    lr = flags["lr"] * world  # global batch = world x batch_size
-    return SimpleNamespace(
-        replicas=replicas,
-        world=world,
-        rank=rank,
-        device=device,
-        metric=task.metric,
-        model=model,
-        loss_fn=copy.deepcopy(task.loss_fn).to(device),
-        loss_fn_cpu=task.loss_fn,
-        optimizer=torch.optim.Adam(model.parameters(), lr=lr),
-        sampler=sampler,
-        train_loader=train_loader,
-        valid_loader=valid_loader,
-        n_batches=len(train_loader),
-        n_valid=len(task.valid),
-    )
-
-# %% ../nbs/xla.ipynb #c030
-def _epoch(r: SimpleNamespace, epoch: int, flags: dict) -> dict:
-    "Train and validate one epoch; the master replica saves the checkpoint. Returns the epoch's row."
-    from torch_xla.distributed.parallel_loader import MpDeviceLoader
-
-    start = time.time()
-    r.sampler.set_epoch(epoch)
-    train = MpDeviceLoader(r.train_loader, r.device)
-    loss_sum, seen = _train_epoch(r, train, flags["precision"], flags["accumulate"])
-    ev = _validate(r, MpDeviceLoader(r.valid_loader, r.device), flags["precision"])
-    mine = torch.stack([loss_sum, torch.tensor(float(seen), device=r.device)])
-    sums = r.replicas.gather(mine.unsqueeze(0)).sum(0).cpu()
-    check_finite_loss(sums[0], len(r.train_loader) * (epoch + 1), epoch)  # before this epoch is saved
-    if r.rank == 0:
-        weights = {k: v.cpu() for k, v in r.model.state_dict().items()}
-        save_checkpoint(_checkpoint(flags), model=weights, epoch=epoch, arch=flags["arch"])
-    return dict(
-        epoch=epoch,
-        train_loss=(sums[0] / sums[1]).item(),
-        **ev,
-        seconds=round(time.time() - start, 3),
-        compiles=compile_count(),
-        replicas=r.world,
-    )
-
-
-def _checkpoint(flags: dict) -> Path:
-    "Where the master replica saves the last epoch's weights."
-    return Path(flags["out"]) / "checkpoints" / "last.pt"
-
 # %% ../nbs/xla.ipynb #c031
-def _run(index: int, flags: dict) -> None:
-    "The per-core function `torch_xla.launch` calls on every XLA device (the post's `_run`, today's API)."
-    r = _setup(flags)
-    tracker = flags["tracker"](r.rank, r.world) if flags["tracker"] else None  # chapter 09
-    rows = []
+def _run(
+    index: int,  # this process's index among the local replicas (torch_xla.launch passes it)
+    flags: dict,  # train_xla's settings (XLA_DEFAULTS)
+) -> None:
+    "The per-replica function train_xla launches: chapter 08's train_replica, a checkpoint and a tracker."
+    import torch_xla.runtime as xr
+
+    world, rank = xr.world_size(), xr.global_ordinal()
+    tracker = flags["tracker"](rank, world) if flags["tracker"] else None  # chapter 09
+
+    def on_epoch_end(row: dict, model: nn.Module) -> None:
+        check_finite_loss(
+            torch.tensor(row["train_loss"]), row["epoch"] + 1, row["epoch"]
+        )  # before it is saved
+        if rank == 0:
+            weights = {k: v.cpu() for k, v in model.state_dict().items()}
+            save_checkpoint(_checkpoint(flags), model=weights, epoch=row["epoch"], arch=flags["arch"])
+        if tracker:
+            tracker.on_epoch_end(row, _checkpoint(flags) if rank == 0 else None, step=row["epoch"])
+
     try:
-        for epoch in range(flags["epochs"]):
-            rows.append(_epoch(r, epoch, flags))
-            if r.rank == 0:
-                print(
-                    f"epoch {epoch}: "
-                    + ", ".join(f"{k} {v:.4f}" for k, v in rows[-1].items() if isinstance(v, float)),
-                    flush=True,
-                )
-            if tracker:
-                tracker.on_epoch_end(rows[-1], _checkpoint(flags) if r.rank == 0 else None, step=epoch)
+        train_replica(index, {**flags, "task": TASKS[flags["task"]], "on_epoch_end": on_epoch_end})
     except BaseException:
         if tracker:
             tracker.finish(exit_code=1)
         raise
     if tracker:
         tracker.finish()
-    if r.rank == 0:
-        _write_history(Path(flags["out"]), r.metric, rows)
 
 
-def _write_history(out: Path, metric: str, rows: list[dict]) -> None:
-    "xla_history.json, in the format of the other engines."
-    if metric == "valid_auc":
-        hist = history_dict("xla", rows)
-    else:
-        best = max((r[metric] for r in rows if not math.isnan(r[metric])), default=float("nan"))
-        hist = dict(engine="xla", epochs=rows, best_valid_accuracy=best)
-    (out / "xla_history.json").write_text(json.dumps(hist, indent=2))
-
-# %% ../nbs/xla.ipynb #3195b6a6
-def xla_tracker(
-    rank: int,  # this replica's index (0: the master)
-    world: int,  # how many replicas the job has
-    project: str,  # the W&B project
-    config: dict,  # the training settings, stored with the run
-    mode=None,  # online, offline or disabled; None: resolve_mode decides
-    group=None,  # None: "xla-<arch>"
-    per_core: bool = False,  # one run per replica (the post), instead of the master's only
-    save_dir=None,  # the folder that gets wandb/
-):
-    "The Tracker for XLA replica `rank`: on the master only, or (per_core) one run per core in one group."
-    from course_lib.tracking import Tracker  # chapter 09; this module does not need W&B otherwise
-
-    if rank != 0 and not per_core:
-        return None
-    return Tracker(
-        project,
-        config,
-        mode,
-        group=group or f"xla-{config.get('arch', 'model')}",
-        name=f"core-{rank}" if per_core else "master",
-        save_dir=save_dir,
-        quiet=rank != 0,
-    )
+def _checkpoint(flags: dict) -> Path:
+    "Where the master replica saves the last epoch's weights."
+    return Path(flags["out"]) / "checkpoints" / "last.pt"
 
 # %% ../nbs/xla.ipynb #c033
 XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16
@@ -353,7 +133,6 @@ XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; the five
     augmentations="torchvision",  # melanoma: chapter 02's pipeline, torchvision's or albumentations'
     out="runs/xla",  # where xla_history.json and checkpoints/last.pt go
     tracker=None,  # chapter 09: a function (rank, world) -> a tracker, or None
-    replicas=None,  # the collective operations; None: XlaReplicas (torch_xla)
     start_method="fork",  # "fork" in a notebook; "spawn" works from a script
 )
 
@@ -415,22 +194,6 @@ def train_xla(
     if not (out / "xla_history.json").exists():
         raise CourseLibError("the XLA replicas ended without a history; see their output above")
     return json.loads((out / "xla_history.json").read_text())
-
-# %% ../nbs/xla.ipynb #c037
-def check_no_recompilation(
-    rows: list[dict],  # the history's epochs, each with its `compiles` count
-    warmup_epochs: int = 2,  # epochs allowed to compile freely
-    one_offs: int = 2,  # new graphs an epoch after warm-up may add without raising
-) -> None:
-    "Raise when an epoch after warm-up adds more than `one_offs` compilations (a recompilation per step)."
-    counts = [r["compiles"] for r in rows]
-    added = [after - before for before, after in zip(counts[warmup_epochs - 1 :], counts[warmup_epochs:])]
-    if any(n > one_offs for n in added):
-        raise CourseLibError(
-            f"XLA recompiled after warm-up: compilations per epoch {counts}; look for "
-            "changing shapes (drop_last=False), .item() inside the step, "
-            "or Python branches on tensor values"
-        )
 
 # %% ../nbs/xla.ipynb #c050b
 def _xla_accelerator_class():

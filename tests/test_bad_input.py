@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 from conftest import OFFLINE_RUN, REPO, run_cli, run_main
-from course_lib.tables import validate_table
+from course_lib.dataset import validate_table
 
 
 def _first(d, df):

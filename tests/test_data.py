@@ -201,7 +201,7 @@ def _flip_counts(seed_fn, keys=range(400)):
 def test_seeded_flips_are_independent_and_repeat():
     """Compose.set_random_seed gives both flips one seed, so they always agree; seed_augmentations
     shares one generator pair, so all four combinations occur, about equally, the same for the same key."""
-    from course_lib.seeding import seed_augmentations
+    from course_lib.dataset import seed_augmentations
 
     same_seed = _flip_counts(lambda c, k: c.set_random_seed(k))
     assert set(same_seed) == {"none", "h+v"}, same_seed  # the albumentations behaviour we work around
@@ -213,7 +213,7 @@ def test_seeded_flips_are_independent_and_repeat():
 @pytest.mark.parametrize("library", ["torchvision", "albumentations"])
 def test_dataset_keys_seed_each_image_and_plain_indices_still_work(sample_dir, library):
     from course_lib.dataset import MelanomaDataset, get_transforms
-    from course_lib.tables import image_path
+    from course_lib.dataset import image_path
 
     df = pd.read_csv(sample_dir / "train.csv")
     paths = [image_path(sample_dir, n) for n in df.image_name[:4]]
@@ -236,9 +236,9 @@ def test_torchvision_flips_are_independent_and_normalise_as_albumentations(sampl
     device; and the albumentations pipeline's shape and dtype."""
     import collections
     from course_lib.dataset import get_transforms, load_image
-    from course_lib.pixels import normalize_batch
-    from course_lib.seeding import augment
-    from course_lib.tables import image_path
+    from course_lib.dataset import normalize_batch
+    from course_lib.dataset import augment
+    from course_lib.dataset import image_path
 
     tiny = np.arange(4 * 4 * 3, dtype=np.uint8).reshape(4, 4, 3)
     kinds = {"none": tiny, "h": tiny[:, ::-1], "v": tiny[::-1], "h+v": tiny[::-1, ::-1]}

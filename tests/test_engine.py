@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 from course_lib.errors import CourseLibError
 from course_lib.dataset import load_image, make_dataloaders
-from course_lib.tables import validate_table
+from course_lib.dataset import validate_table
 from course_lib.engine import WeightedFocalLoss, train_one_epoch
 from course_lib.engine import load_checkpoint, save_checkpoint
 from course_lib.engine import create_model
@@ -93,7 +93,7 @@ def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_
     """normalize_on_device=True, the default: uint8 batches (a quarter of the bytes); the engine and the
     Lightning module normalise them."""
     from course_lib.data import add_folds
-    from course_lib.pixels import normalize_batch
+    from course_lib.dataset import normalize_batch
     from course_lib.engine import evaluate
     from course_lib.seeding import seed_everything
     from course_lib.lightning import MelanomaModule
@@ -246,14 +246,14 @@ def test_train_refuses_non_utf8_csv(data_copy, tmp_path):
 def test_roc_auc_is_the_metric_of_every_engine_and_nan_for_one_class():
     "engine.evaluate, the Lightning module and the xla engine's validation all call roc_auc."
     import inspect
-    from course_lib import engine, lightning, xla
+    from course_lib import engine, lightning, tpu
     from course_lib.engine import roc_auc
 
     p = torch.tensor([0.1, 0.4, 0.35, 0.8])
     assert roc_auc(p, torch.tensor([0, 0, 1, 1])) == 0.75  # sklearn's roc_auc_score on the same numbers
     assert roc_auc(p[:, None], torch.tensor([[0.0], [0.0], [1.0], [1.0]])) == 0.75  # (n, 1) floats, as y is
     assert math.isnan(roc_auc(p, torch.zeros(4))) and math.isnan(roc_auc(p, torch.ones(4)))
-    for fn in (engine.evaluate, lightning.MelanomaModule.on_validation_epoch_end, xla._validate):
+    for fn in (engine.evaluate, lightning.MelanomaModule.on_validation_epoch_end, tpu.validate_xla):
         assert "roc_auc(" in inspect.getsource(fn) and "binary_auroc" not in inspect.getsource(fn), fn
 
 

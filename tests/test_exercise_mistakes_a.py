@@ -315,7 +315,7 @@ class ImageOnly(_Items):
 class ThroughTheCoursesHelpers(_Items):
     def __getitem__(self, idx):
         from course_lib.dataset import load_image
-        from course_lib.seeding import augment
+        from course_lib.dataset import augment
 
         image = load_image(self.image_paths[idx])
         if self.augmentations is not None:
@@ -1030,33 +1030,74 @@ def step_zeroes_at_the_end(model, x, y, loss_fn, optimizer, scaler, dtype=torch.
     return float(loss.detach())
 
 
-# --- 5.4 channels_last strides ---------------------------------------------------------------------------
+# --- 5.4 clip the gradients of a scaled step -------------------------------------------------------------
 
 
-def nchw_strides(shape):
-    n, c, h, w = shape
-    return (c * h * w, h * w, w, 1)
+def _scaled_backward(model, x, y, loss_fn, optimizer, scaler, dtype):
+    with torch.autocast(x.device.type, dtype=dtype):
+        out = model(x)
+    optimizer.zero_grad()
+    scaler.scale(loss_fn(out.float(), y)).backward()
 
 
-def strides_in_memory_order(shape):
-    n, c, h, w = shape
-    return (h * w * c, w * c, c, 1)
+def clip_before_unscaling(model, x, y, loss_fn, optimizer, scaler, max_norm, dtype=torch.bfloat16):
+    _scaled_backward(model, x, y, loss_fn, optimizer, scaler, dtype)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return norm.item()
 
 
-def row_forgets_channels(shape):
-    n, c, h, w = shape
-    return (h * w * c, 1, w, c)
+def unscale_after_clipping(model, x, y, loss_fn, optimizer, scaler, max_norm, dtype=torch.bfloat16):
+    _scaled_backward(model, x, y, loss_fn, optimizer, scaler, dtype)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.unscale_(optimizer)
+    norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+    scaler.step(optimizer)
+    scaler.update()
+    return norm.item()
 
 
-def strides_of_a_real_tensor(shape):
-    return torch.empty(shape).contiguous(memory_format=torch.channels_last).stride()
+def never_clips(model, x, y, loss_fn, optimizer, scaler, max_norm, dtype=torch.bfloat16):
+    _scaled_backward(model, x, y, loss_fn, optimizer, scaler, dtype)
+    scaler.unscale_(optimizer)
+    norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+    scaler.step(optimizer)
+    scaler.update()
+    return norm.item()
 
 
-def strides_walked_outwards(shape):
-    strides, step = [0] * 4, 1
-    for dim in (1, 3, 2, 0):
-        strides[dim], step = step, step * shape[dim]
-    return tuple(strides)
+def returns_the_clipped_norm(model, x, y, loss_fn, optimizer, scaler, max_norm, dtype=torch.bfloat16):
+    _scaled_backward(model, x, y, loss_fn, optimizer, scaler, dtype)
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return torch.norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()
+
+
+def clipped_step_never_updates(model, x, y, loss_fn, optimizer, scaler, max_norm, dtype=torch.bfloat16):
+    _scaled_backward(model, x, y, loss_fn, optimizer, scaler, dtype)
+    scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    return norm.item()
+
+
+def clips_by_hand(model, x, y, loss_fn, optimizer, scaler, max_norm, dtype=torch.bfloat16):
+    "Right: the norm and the scaling written out, the gradients zeroed after the step."
+    with torch.autocast(x.device.type, dtype=dtype):
+        loss = loss_fn(model(x).float(), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    grads = [p.grad for p in model.parameters()]
+    norm = torch.sqrt(sum((g.float() ** 2).sum() for g in grads))
+    for g in grads:
+        g.mul_(min(1.0, max_norm / (norm.item() + 1e-6)))
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+    return norm
 
 
 # --- the cases ----------------------------------------------------------------------------------------------
@@ -1495,24 +1536,29 @@ WRONG = [
         "the step moved the weights 1025 times as far as an fp32 step: the gradients were still scaled",
     ),
     _case(
-        "5.4-nchw-strides",
-        nchw_strides,
-        "nhwc_strides((2, 3, 4, 5)) gave the NCHW strides, the default layout's",
+        "5.4-clips-before-unscaling",
+        clip_before_unscaling,
+        "the norm you clipped is 1025 times the gradients' norm: it was measured on the scaled gradients",
     ),
     _case(
-        "5.4-memory-order-not-shape-order",
-        strides_in_memory_order,
-        "nhwc_strides((2, 3, 4, 5)): the channels of one pixel should be next to each other",
+        "5.4-unscales-after-clipping",
+        unscale_after_clipping,
+        "the norm you returned is far below the gradients' norm: clip after unscale_, not before",
     ),
     _case(
-        "5.4-row-stride-forgets-channels",
-        row_forgets_channels,
-        "nhwc_strides((2, 3, 4, 5)) is (60, 1, 5, 3): the tensor's real NHWC strides differ",
+        "5.4-never-clips",
+        never_clips,
+        "the step moved the weights as far as an unclipped step: clip them to max_norm",
     ),
     _case(
-        "5.4-makes-a-tensor",
-        strides_of_a_real_tensor,
-        "nhwc_strides made a tensor: compute the strides from the shape alone",
+        "5.4-returns-the-clipped-norm",
+        returns_the_clipped_norm,
+        "clipped_step should return the gradients' norm before clipping",
+    ),
+    _case(
+        "5.4-never-updates-scaler",
+        clipped_step_never_updates,
+        "the scaler never updated its scale after the step",
     ),
 ]
 
@@ -1544,7 +1590,7 @@ RIGHT = [
     _right("5.2-modulo-count", scale_by_modulo),
     _right("5.2-gradscaler-kernel", scale_by_gradscaler_kernel),
     _right("5.3-zero-grad-after-the-step", step_zeroes_at_the_end),
-    _right("5.4-walked-outwards-in-memory-order", strides_walked_outwards),
+    _right("5.4-clips-by-hand", clips_by_hand),
 ]
 
 

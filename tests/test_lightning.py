@@ -98,7 +98,7 @@ def test_ddp_passes_the_epoch_to_chapter_02s_sampler():
     """Under DDP Lightning wraps the course's sampler; the floor (pytorch-lightning 2.6.1) forwards
     set_epoch to it."""
     from lightning_fabric.utilities.distributed import DistributedSamplerWrapper
-    from course_lib.seeding import EpochShuffleSampler
+    from course_lib.dataset import EpochShuffleSampler
 
     inner = EpochShuffleSampler(40, seed=3)
     wrapped = DistributedSamplerWrapper(inner, num_replicas=2, rank=0, shuffle=False)

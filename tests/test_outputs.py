@@ -227,7 +227,7 @@ def test_a_sample_set_or_a_half_finished_download_is_not_the_kaggle_data(tmp_pat
 def test_symlinked_images_from_a_cache_are_images(sample_dir, tmp_path, capsys):
     import shutil
     import pandas as pd
-    from course_lib.tables import validate_table
+    from course_lib.dataset import validate_table
 
     cache, d = tmp_path / "cache", tmp_path / "d"
     shutil.copytree(sample_dir / "train", cache)

@@ -33,7 +33,7 @@ def trained(sample_dir, tmp_path_factory):
 
 
 def test_a_checkpoint_predicts_what_evaluation_measured(trained, sample_dir):
-    from course_lib.tables import image_path
+    from course_lib.dataset import image_path
 
     model, info = load_model(trained["ckpt"])
     assert info["arch"] == ARCH and info["img_size"] == SIZE and not model.training

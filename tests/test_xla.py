@@ -11,7 +11,8 @@ import torch
 from conftest import REPO, run_cli
 from course_lib.sources import make_sample_dataset
 from course_lib.errors import CourseLibError
-from course_lib.xla import XLA_DEFAULTS, check_no_recompilation, make_loaders, melanoma_task
+from course_lib.tpu import check_no_recompilation, shard_loaders
+from course_lib.xla import XLA_DEFAULTS, melanoma_task
 
 
 def xla_check(name, tmp_path, timeout=900, output=False):
@@ -153,7 +154,9 @@ def test_course_code_prints_no_deprecation_warnings(train_then_recompile, tmp_pa
 
 def _epoch_images(task, world, rank, epoch, flags):
     "{index: augmented image} for one replica's shard of one epoch, read through the loader _run uses."
-    sampler, loader, _ = make_loaders(task, world, rank, flags)
+    sampler, loader, _ = shard_loaders(
+        task, world, rank, flags["batch_size"], flags["num_workers"], flags["seed"]
+    )
     sampler.set_epoch(epoch)
     keys = list(sampler)
     images = torch.cat([x for x, _ in loader])

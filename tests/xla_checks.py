@@ -23,7 +23,7 @@ def recompile(out):
     "Compilation counts: three steps with one shape (compiled once), then three steps with a new shape each."
     import torch
     import torch_xla
-    from course_lib.xla import compile_count
+    from course_lib.tpu import compile_count
 
     dev = torch_xla.device()
     w = torch.randn(8, 1, device=dev)
@@ -125,15 +125,10 @@ def lightning_bf16(out):
 
 
 class GlooReplicas:
-    """XlaReplicas' three operations over torch.distributed's gloo backend: real replicas as processes on a
-    CPU machine."""
+    """The collective operations train_replica calls (torch_xla's world size, ordinal, optimizer step and
+    all-gather) over torch.distributed's gloo backend: real replicas as processes on a CPU machine."""
 
-    def info(self):
-        import torch.distributed as dist
-
-        return dist.get_world_size(), dist.get_rank()
-
-    def optimizer_step(self, optimizer):
+    def optimizer_step(self, optimizer, *args, **kwargs):
         "Average every gradient over the processes (on the CPU, where gloo works), then step."
         import torch.distributed as dist
 
@@ -147,24 +142,34 @@ class GlooReplicas:
                 p.grad.copy_((g / world).to(p.grad.device))
         optimizer.step()
 
-    def gather(self, tensor):
+    def all_gather(self, tensor, dim=0, **kwargs):
         import torch
         import torch.distributed as dist
 
         mine = tensor.detach().cpu()
         parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
         dist.all_gather(parts, mine)
-        return torch.cat(parts).to(tensor.device)
+        return torch.cat(parts, dim).to(tensor.device)
+
+    def install(self):
+        "Put these operations where train_replica looks them up: torch_xla's own modules."
+        import torch.distributed as dist
+        import torch_xla.core.xla_model as xm
+        import torch_xla.runtime as xr
+
+        xr.world_size, xr.global_ordinal = dist.get_world_size, dist.get_rank
+        xm.optimizer_step, xm.all_gather = self.optimizer_step, self.all_gather
 
 
 def _replica(rank, world, flags, port, out):
-    "One gloo-joined process running chapter 08's per-core function on its own XLA:CPU device."
+    "One gloo-joined process running chapter 08's per-replica function on its own XLA:CPU device."
     import torch.distributed as dist
     from course_lib.xla import _run
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        _run(rank, dict(flags, out=out, replicas=GlooReplicas()))
+        GlooReplicas().install()
+        _run(rank, dict(flags, out=out))
     finally:
         dist.destroy_process_group()
 

@@ -90,7 +90,6 @@ def _site_parser(sub):
         help="replace --out even when it holds files the course did not write",
     )
 
-
 # %% ../../nbs/book/cli.ipynb #b007
 def _stop_on_signals() -> None:
     """Make SIGTERM and SIGHUP (what `timeout`, `kill`, a stopped container or a closed terminal send) end
@@ -158,4 +157,3 @@ def main(
     "Entry point of `course-book`: parse, dispatch, and turn a CourseLibError into one line on stderr."
     args = build_parser().parse_args(argv)
     return one_line_errors("course-book", lambda: COMMANDS[args.cmd](args))
-

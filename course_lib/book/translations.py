@@ -416,6 +416,7 @@ def translation_problems(
             problems.append(f"{en!r} is {tr!r} (TERMINOLOGY.md)")
     return problems
 
+
 _NOT_PROSE = re.compile(r"`[^`]+`|\]\([^)]*\)|https?://\S+|<[^>]+>|&\w+;")
 
 
@@ -445,4 +446,3 @@ def style_problems(
     if "십시오" in prose:
         problems.append("-십시오: the course's instructions end in -세요")
     return problems
-

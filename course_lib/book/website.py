@@ -552,7 +552,6 @@ def _api_pages(api: Path, taught: dict, lang: str) -> None:
     )
 
 
-
 def _site_sources(
     src: Path,  # an empty folder for the Sphinx sources
     root: Path,  # the repository root

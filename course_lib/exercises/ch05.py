@@ -199,27 +199,63 @@ def _one_step_moves(model, batch, loss_fn):
     return [p.detach() - b for p, b in zip(net.parameters(), before)]
 
 
-@exercise("5.4", "channels_last strides")
-def _check_5_4(nhwc_strides):
-    for shape in [(2, 3, 4, 5), (4, 8, 6, 6), (1, 16, 3, 7), (3, 8, 1, 5)]:
-        got = answer_of(nhwc_strides, shape)
-        want = torch.empty(shape).contiguous(memory_format=torch.channels_last).stride()
-        n, c, h, w = shape
-        expect(len(tuple(got)) == 4, f"nhwc_strides({shape}) should give one stride per dimension, 4 in all")
-        got = tuple(int(s) for s in got)
-        expect(
-            got != (c * h * w, h * w, w, 1),
-            f"nhwc_strides({shape}) gave the NCHW strides, the default layout's",
-        )
-        expect(got[1] == 1, f"nhwc_strides({shape}): the channels of one pixel should be next to each other")
-        expect(got == want, f"nhwc_strides({shape}) is {got}: the tensor's real NHWC strides differ")
-    huge = (2**22, 2**12, 2**12, 2**12)  # 2**60 bytes of float32: no machine can hold the tensor
-    try:
-        got = tuple(int(s) for s in answer_of(nhwc_strides, huge))
-    except (RuntimeError, MemoryError) as err:
-        expect(
-            "alloc" not in str(err), "nhwc_strides made a tensor: compute the strides from the shape alone"
-        )
-        raise
-    n, c, h, w = huge
-    expect(got == (c * h * w, 1, w * c, c), f"nhwc_strides{huge} is {got}: compute it from the shape")
+def _spy_unscale(scaler):
+    "Count `scaler.unscale_` calls on the spy too."
+    scaler.calls["unscale_"] = 0
+    unscale = scaler.unscale_
+
+    def counted(optimizer):
+        scaler.calls["unscale_"] += 1
+        return unscale(optimizer)
+
+    scaler.unscale_ = counted
+    return scaler
+
+
+def _clipped_reference_5_4(x, y, loss_fn):
+    "One fp32 SGD step clipped to a quarter of the gradients' norm: (start, the move, the norm, max_norm)."
+    ref = _net()
+    start = [p.detach().clone() for p in ref.parameters()]
+    loss_fn(ref(x), y).backward()
+    norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), float("inf")).item()  # measures, clips nothing
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), norm / 4)
+    torch.optim.SGD(ref.parameters(), lr=0.1).step()
+    move = torch.cat([(p.detach() - s).flatten() for p, s in zip(ref.parameters(), start)])
+    return start, move, norm, norm / 4
+
+
+@exercise("5.4", "clip the gradients of a scaled step")
+def _check_5_4(clipped_step):
+    torch.manual_seed(1)
+    x, y, loss_fn = torch.randn(32, 8), torch.randn(32, 1), nn.MSELoss()
+    start, want, true_norm, max_norm = _clipped_reference_5_4(x, y, loss_fn)
+    model = _net()
+    scaler = _spy_unscale(_spy_scaler(True))
+    seen = []
+    model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    norm = answer_of(clipped_step, model, x, y, loss_fn, opt, scaler, max_norm, torch.bfloat16)
+    expect(seen, "clipped_step never ran the model")
+    expect(seen[0] == torch.bfloat16, "the forward pass did not run under autocast in the dtype asked for")
+    expect(scaler.calls["scale"] >= 1, "the loss never went through the scaler before backward")
+    norm = float(torch.as_tensor(norm).detach())
+    expect(
+        norm < 10 * true_norm,
+        f"the norm you clipped is {norm / true_norm:.0f} times the gradients' norm: it was measured on the "
+        "scaled gradients",
+    )
+    expect(
+        norm > true_norm / 10,
+        "the norm you returned is far below the gradients' norm: clip after unscale_, not before",
+    )
+    expect(
+        abs(norm - true_norm) <= 0.05 * true_norm,
+        "clipped_step should return the gradients' norm before clipping",
+    )
+    move = torch.cat([(p.detach() - s).flatten() for p, s in zip(model.parameters(), start)])
+    ratio = (move.norm() / want.norm()).item()
+    expect(ratio < 2, "the step moved the weights as far as an unclipped step: clip them to max_norm")
+    expect(ratio > 0.5, "the step moved the weights far less than a clipped fp32 step")
+    expect(scaler.calls["step"] == 1, "the optimizer should step through the scaler, once per call")
+    expect(scaler.calls["update"] == 1, "the scaler never updated its scale after the step")
+    expect((move - want).norm() <= 0.05 * want.norm(), "the step differs from a clipped fp32 step")

@@ -91,7 +91,7 @@ def _xla_replica(index, out):
     import torch
     import torch_xla
     import torch_xla.runtime as xr
-    from course_lib.xla import compile_count
+    from course_lib.tpu import compile_count
 
     model, loader, loss_fn = _epoch_problem()
     model = model.to(torch_xla.device())
