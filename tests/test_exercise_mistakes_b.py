@@ -1,6 +1,7 @@
 """Chapters 06-10's exercise checks against the mistakes learners make: each wrong answer gets a ✗ line that
 names its mistake, and right answers written unlike the worked solutions pass."""
 
+import contextlib
 import math
 import re
 from pathlib import Path
@@ -264,54 +265,121 @@ def smallest_by_autograd(model, loss_fn, x, y, tolerance):
     return next(m for m in divisors if torch.dist(gradient(m), whole) <= tolerance * whole.norm())
 
 
-# --- 6.3: optimizer steps per epoch ----------------------------------------------------------------------
+# --- 6.3: accumulation under DDP, synced once ------------------------------------------------------------
+
+
+def _ddp_micro_steps(ddp_model, micro_batches, loss_fn, divide=True, synced=lambda i, n: i == n - 1):
+    "Forward and backward over the micro-batches, each inside no_sync() unless `synced(i, n)`; the loss."
+    n, total = len(micro_batches), 0.0
+    for i, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if synced(i, n) else ddp_model.no_sync():
+            loss = loss_fn(ddp_model(x), y) / (n if divide else 1)
+            loss.backward()
+        total += loss.item() / (1 if divide else n)
+    return total
 
 
 @wrong(
     "6.3",
-    "last-group-no-step",
-    "optimizer_steps(96, 16, 4) = 1: the last, shorter group of micro-batches gets a step too",
+    "no-sync-never-used",
+    "the gradients were all-reduced 4 times in one step: run every micro-batch but the last inside "
+    "ddp_model.no_sync()",
 )
-def steps_floor(n_images, batch_size, accumulate):
-    return n_images // (batch_size * accumulate)
+def ddp_syncs_every_micro_batch(ddp_model, micro_batches, loss_fn, optimizer):
+    loss = _ddp_micro_steps(ddp_model, micro_batches, loss_fn, synced=lambda i, n: True)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
 
 
 @wrong(
     "6.3",
-    "single-image-batch-kept",
-    "optimizer_steps(97, 8, 4) = 4: the loader drops a last batch of one image",
+    "every-micro-batch-in-no-sync",
+    "the gradients were never all-reduced: the last micro-batch's forward and backward must run outside "
+    "no_sync()",
 )
-def steps_no_drop(n_images, batch_size, accumulate):
-    return math.ceil(math.ceil(n_images / batch_size) / accumulate)
+def ddp_never_syncs(ddp_model, micro_batches, loss_fn, optimizer):
+    loss = _ddp_micro_steps(ddp_model, micro_batches, loss_fn, synced=lambda i, n: False)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
 
 
-@wrong("6.3", "accumulate-ignored", "optimizer_steps(96, 16, 4) = 6 is not the number of optimizer steps")
-def steps_accumulate_ignored(n_images, batch_size, accumulate):
-    return math.ceil(n_images / batch_size) - (n_images % batch_size == 1)
+@wrong(
+    "6.3",
+    "last-forward-inside-no-sync",
+    "the gradients were never all-reduced: the last micro-batch's forward and backward must run outside "
+    "no_sync()",
+)
+def ddp_last_forward_unsynced(ddp_model, micro_batches, loss_fn, optimizer):
+    n, total = len(micro_batches), 0.0
+    for i, (x, y) in enumerate(micro_batches):
+        with ddp_model.no_sync():
+            loss = loss_fn(ddp_model(x), y) / n
+        with contextlib.nullcontext() if i == n - 1 else ddp_model.no_sync():
+            loss.backward()
+        total += loss.item()
+    optimizer.step()
+    optimizer.zero_grad()
+    return total
 
 
-@wrong("6.3", "floor-plus-one", "optimizer_steps(10, 4, 1) = 4 is not the number of optimizer steps")
-def steps_plus_one(n_images, batch_size, accumulate):
-    batches = math.ceil(n_images / batch_size) - (n_images % batch_size == 1)
-    return batches // accumulate + 1
+@wrong(
+    "6.3",
+    "losses-not-divided",
+    "the step differs from one step on the whole batch: divide each micro-batch's loss by their number",
+)
+def ddp_losses_not_divided(ddp_model, micro_batches, loss_fn, optimizer):
+    loss = _ddp_micro_steps(ddp_model, micro_batches, loss_fn, divide=False)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
 
 
-@right("6.3", "integer-ceilings")
-def steps_integer_ceil(n_images, batch_size, accumulate):
-    "Integer ceilings, the single-image batch dropped from the batch count."
-    batches = -(-n_images // batch_size)
-    if n_images % batch_size == 1:
-        batches -= 1
-    return -(-batches // accumulate)
+@wrong(
+    "6.3",
+    "gradients-kept",
+    "the second step differs from two large-batch steps: clear the gradients after a step",
+)
+def ddp_gradients_kept(ddp_model, micro_batches, loss_fn, optimizer):
+    loss = _ddp_micro_steps(ddp_model, micro_batches, loss_fn)
+    optimizer.step()
+    return loss
 
 
-@right("6.3", "counted-batch-by-batch")
-def steps_counted(n_images, batch_size, accumulate):
-    "Walks through the epoch batch by batch."
-    sizes = [min(batch_size, n_images - start) for start in range(0, n_images, batch_size)]
-    if n_images % batch_size == 1:
-        sizes.pop()
-    return sum(1 for i in range(len(sizes)) if (i + 1) % accumulate == 0 or i == len(sizes) - 1)
+@wrong(
+    "6.3",
+    "steps-every-micro-batch",
+    "the gradients were all-reduced 4 times in one step: run every micro-batch but the last inside "
+    "ddp_model.no_sync()",
+)
+def ddp_steps_every_micro_batch(ddp_model, micro_batches, loss_fn, optimizer):
+    total = 0.0
+    for x, y in micro_batches:
+        loss = loss_fn(ddp_model(x), y) / len(micro_batches)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total += loss.item()
+    return total
+
+
+@right("6.3", "no-sync-around-all-but-the-last")
+def ddp_one_no_sync_block(ddp_model, micro_batches, loss_fn, optimizer):
+    "One no_sync() block around the first micro-batches, the last outside it; zeroed before, not after."
+    optimizer.zero_grad()
+    *first, (x, y) = micro_batches
+    n, total = len(micro_batches), 0.0
+    with ddp_model.no_sync():
+        for xs, ys in first:
+            loss = loss_fn(ddp_model(xs), ys) / n
+            loss.backward()
+            total += loss.item()
+    loss = loss_fn(ddp_model(x), y) / n
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return total + loss.item()
 
 
 # --- 7.1: when compiling pays back -----------------------------------------------------------------------
@@ -658,70 +726,44 @@ def shard_with_sampler(items, world, rank):
     return [items[i] for i in DistributedSampler(items, num_replicas=world, rank=rank, shuffle=False)]
 
 
-# --- 8.2: one replica's epoch on an XLA device ---------------------------------------------------------
+# --- 8.2: a short last batch that compiles nothing new ------------------------------------------------------
 
 
-@wrong(
-    "8.2",
-    "never-zeroes-the-gradients",
-    "the weights after the epoch differ from one step per batch: clear the gradients and step "
-    "(xm.optimizer_step) once per batch",
-)
-def xla_epoch_without_zero_grad(model, loader, loss_fn, optimizer):
-    import torch_xla
-    import torch_xla.core.xla_model as xm
-    import torch_xla.distributed.parallel_loader as pl
-
-    device = torch_xla.device()
-    total, seen = torch.zeros((), device=device), 0
-    for x, y in pl.MpDeviceLoader(loader, device):
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        xm.optimizer_step(optimizer)
-        total += loss.detach() * len(x)
-        seen += len(x)
-    return total.item() / seen
+@wrong("8.2", "not-padded", "a batch of 5 came back with 5 rows: pad it to 8")
+def padded_batch_not_padded(x, y, batch_size):
+    return x, y, torch.ones(len(x))
 
 
-@wrong(
-    "8.2",
-    "returns-the-sum",
-    "xla_epoch returned 302.6729, the epoch's mean loss per image was 9.4585",
-)
-def xla_epoch_returns_the_sum(model, loader, loss_fn, optimizer):
-    import torch_xla
-    import torch_xla.core.xla_model as xm
-    import torch_xla.distributed.parallel_loader as pl
-
-    device = torch_xla.device()
-    total = torch.zeros((), device=device)
-    for x, y in pl.MpDeviceLoader(loader, device):
-        optimizer.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        xm.optimizer_step(optimizer)
-        total += loss.detach() * len(x)
-    return total.item()
+@wrong("8.2", "padding-weighs-one", "weight should be 1 for each real row and 0 for each padded one")
+def padded_batch_weighs_the_padding(x, y, batch_size):
+    pad = batch_size - len(x)
+    x = torch.cat([x, x.new_zeros(pad, *x.shape[1:])])
+    return x, torch.cat([y, y.new_zeros(pad, *y.shape[1:])]), torch.ones(batch_size)
 
 
-@right("8.2", "moved-and-synced-by-hand")
-def xla_epoch_by_hand(model, loader, loss_fn, optimizer):
-    "Each batch moved with .to(device), each step's graph ended with torch_xla.sync()."
-    import torch_xla
-    import torch_xla.core.xla_model as xm
+@wrong("8.2", "targets-not-padded", "x came back with 8 rows and y with 5: pad the targets too")
+def padded_batch_pads_x_only(x, y, batch_size):
+    pad = batch_size - len(x)
+    weight = torch.cat([torch.ones(len(x)), torch.zeros(pad)])
+    return torch.cat([x, x.new_zeros(pad, *x.shape[1:])]), y, weight
 
-    device = torch_xla.device()
-    model.train()
-    losses = []
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        xm.optimizer_step(optimizer)
-        torch_xla.sync()
-        losses.append(loss.detach() * x.shape[0])
-    return (torch.stack(losses).sum() / len(loader.dataset)).item()
+
+@wrong("8.2", "weight-as-a-column", "weight has shape (8, 1): one number per row, shape (batch_size,)")
+def padded_batch_weight_column(x, y, batch_size):
+    pad = batch_size - len(x)
+    weight = torch.cat([torch.ones(len(x), 1), torch.zeros(pad, 1)])
+    return (
+        torch.cat([x, x.new_zeros(pad, *x.shape[1:])]),
+        torch.cat([y, y.new_zeros(pad, *y.shape[1:])]),
+        weight,
+    )
+
+
+@right("8.2", "repeats-rows-with-weight-zero")
+def padded_batch_by_repeating(x, y, batch_size):
+    "Pads with copies of the first rows, whose weight 0 keeps them out of the loss."
+    rows = torch.arange(batch_size) % len(x)
+    return x[rows], y[rows], (torch.arange(batch_size) < len(x)).float()
 
 
 # --- 8.3: average the replicas' gradients by hand --------------------------------------------------------
@@ -1504,16 +1546,6 @@ def smallest_any_size(model, loss_fn, x, y, tolerance):
         if ((grad(m) - whole).norm() / whole.norm()).item() <= tolerance:
             return m
     return len(x)
-
-
-@wrong(
-    "6.3",
-    "drops-every-partial-batch",
-    "optimizer_steps(100, 8, 4) = 3: the loader keeps a last, shorter batch;"
-    " it drops only a batch of one image",
-)
-def steps_drop_partial(n_images, batch_size, k):
-    return math.ceil((n_images // batch_size) / k)
 
 
 @wrong(

@@ -168,43 +168,104 @@ def _check_6_2(smallest_micro_batch):
         expect(got == want, f"with tolerance {tolerance}, {got} is not the smallest micro-batch within it")
 
 
-@exercise("6.3", "optimizer steps per epoch")
-def _check_6_3(optimizer_steps):
-    import math
+@exercise("6.3", "accumulation under DDP, synced once")
+def _check_6_3(ddp_accumulation_step):
+    import torch.distributed as dist
 
-    def truth(n, b, k):
-        loader = torch.utils.data.DataLoader(range(n), batch_size=b, drop_last=n % b == 1)
-        micro = len(loader)
-        return sum(1 for i in range(micro) if (i + 1) % k == 0 or i + 1 == micro)
+    own_group = not dist.is_initialized()
+    if own_group:  # a process group of one, on the CPU: enough for DDP's machinery
+        with _quiet_cpp():  # gloo greets on the C++ side
+            dist.init_process_group(
+                "gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1
+            )
+    try:
+        _check_6_3_in_group(ddp_accumulation_step)
+    finally:
+        if own_group:
+            dist.destroy_process_group()
 
-    cases = [
-        (96, 16, 4),
-        (100, 8, 4),
-        (10, 4, 1),
-        (97, 8, 4),
-        (50, 7, 3),
-        (33, 32, 2),
-        (5, 8, 2),
-        (1000, 1, 3),
-    ]
-    answers = [(n, b, k, answer_of(optimizer_steps, n, b, k)) for n, b, k in cases]
-    if all(got == math.ceil((n // b) / k) for n, b, k, got in answers):
-        n, b, k, got = next(a for a in answers if a[3] != truth(*a[:3]))
+
+def _quiet_cpp():
+    "Silence what C++ code prints to this process's stdout and stderr, for the `with` block."
+    import contextlib
+    import os
+    import sys
+
+    @contextlib.contextmanager
+    def quiet():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        with open(os.devnull, "w") as null:
+            for fd in saved:
+                os.dup2(null.fileno(), fd)
+        try:
+            yield
+        finally:
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+
+    return quiet()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _check_6_3_in_group(ddp_accumulation_step):
+    import copy
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 1))
+    ref = copy.deepcopy(net)
+    with _quiet_cpp():  # the first collective: gloo connects
+        ddp = DistributedDataParallel(net)
+    syncs = []
+
+    def count_syncs(state, bucket):  # DDP calls it where it would all-reduce a bucket of gradients
+        syncs.append(1)
+        done = torch.futures.Future()
+        done.set_result(bucket.buffer())  # one process: the sum is its own gradients
+        return done
+
+    ddp.register_comm_hook(None, count_syncs)
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(16, 6, generator=g), torch.randn(16, 1, generator=g)) for _ in range(2)]
+    opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (ddp, ref))
+    for step, (x, y) in enumerate(batches):
+        syncs.clear()
+        loss = answer_of(ddp_accumulation_step, ddp, list(zip(x.split(4), y.split(4))), nn.MSELoss(), opt)
         expect(
-            False,
-            f"optimizer_steps({n}, {b}, {k}) = {got}: the loader keeps a last, shorter batch;"
-            " it drops only a batch of one image",
+            syncs,
+            "the gradients were never all-reduced: the last micro-batch's forward and backward must run "
+            "outside no_sync()",
         )
-    for n, b, k, got in answers:
-        want = truth(n, b, k)
-        if got == n // (b * k) and got < want:
+        expect(
+            len(syncs) == 1,
+            f"the gradients were all-reduced {len(syncs)} times in one step: run every micro-batch but the "
+            "last inside ddp_model.no_sync()",
+        )
+        ref_opt.zero_grad()
+        want = nn.MSELoss()(ref(x), y)
+        want.backward()
+        ref_opt.step()
+        gap = max((p - q).abs().max().item() for p, q in zip(net.parameters(), ref.parameters()))
+        if step == 0:
             expect(
-                False,
-                f"optimizer_steps({n}, {b}, {k}) = {got}:"
-                " the last, shorter group of micro-batches gets a step too",
+                abs(float(loss) - want.item()) < 1e-5,
+                "ddp_accumulation_step should return the whole batch's loss: the sum of the divided losses",
             )
-        if n % b == 1 and got == math.ceil(math.ceil(n / b) / k) != want:
             expect(
-                False, f"optimizer_steps({n}, {b}, {k}) = {got}: the loader drops a last batch of one image"
+                gap < 1e-6,
+                "the step differs from one step on the whole batch: divide each micro-batch's loss by their "
+                "number",
             )
-        expect(got == want, f"optimizer_steps({n}, {b}, {k}) = {got} is not the number of optimizer steps")
+        expect(
+            gap < 1e-6, "the second step differs from two large-batch steps: clear the gradients after a step"
+        )
