@@ -174,6 +174,7 @@ def train_replica(
         sums = xm.all_gather(mine[None], dim=0).sum(0).cpu()  # every replica's loss sum and images
         row = dict(epoch=epoch, train_loss=(sums[0] / sums[1]).item(), **valid)
         row |= dict(seconds=round(time.time() - start, 3), compiles=compile_count(), replicas=world)
+        row |= dict(steps=(epoch + 1) * len(train_loader))  # training steps so far, on each replica
         rows.append(row)
         xm.master_print(
             f"epoch {epoch}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items() if isinstance(v, float))

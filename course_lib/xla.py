@@ -89,9 +89,7 @@ def _run(
     tracker = flags["tracker"](rank, world) if flags["tracker"] else None  # chapter 09
 
     def on_epoch_end(row: dict, model: nn.Module) -> None:
-        check_finite_loss(
-            torch.tensor(row["train_loss"]), row["epoch"] + 1, row["epoch"]
-        )  # before it is saved
+        check_finite_loss(torch.tensor(row["train_loss"]), row["steps"], row["epoch"])  # before it is saved
         if rank == 0:
             weights = {k: v.cpu() for k, v in model.state_dict().items()}
             save_checkpoint(_checkpoint(flags), model=weights, epoch=row["epoch"], arch=flags["arch"])
