@@ -1268,54 +1268,73 @@ def tta_one_pass(model, x):
     return probs.view(2, len(x)).mean(0)
 
 
-# --- 10.2: five folds, one probability -------------------------------------------------------------------
+# --- 10.2: how far from calibrated ------------------------------------------------------------------------
+
+
+def _bins_10_2(probs, n_bins, keep_ones=True):
+    bins = (probs * n_bins).astype(int)
+    return np.minimum(bins, n_bins - 1) if keep_ones else bins
 
 
 @wrong(
     "10.2",
-    "sigmoid-of-mean-logit",
-    "that is the sigmoid of the mean logit: average the folds' probabilities instead",
+    "plain-mean-of-gaps",
+    "that is the plain mean of the bins' gaps: weight each gap by its bin's share of the images",
 )
-def folds_sigmoid_of_mean(fold_logits):
-    return torch.sigmoid(torch.stack(fold_logits).mean(0))
-
-
-@wrong("10.2", "median", "that is the median: take the mean")
-def folds_median(fold_logits):
-    return torch.sigmoid(torch.stack(fold_logits)).median(0).values
-
-
-@wrong("10.2", "no-sigmoid", "some values lie outside [0, 1]: the logits need the sigmoid")
-def folds_no_sigmoid(fold_logits):
-    return torch.stack(fold_logits).mean(0)
+def ece_unweighted(probs, labels, n_bins=10):
+    bins = _bins_10_2(probs, n_bins)
+    gaps = [
+        abs(probs[bins == b].mean() - labels[bins == b].mean()) for b in range(n_bins) if (bins == b).any()
+    ]
+    return float(np.mean(gaps))
 
 
 @wrong(
     "10.2",
-    "divided-by-five",
-    "with 2 folds the answer is wrong: divide by the number of folds given, not by 5",
+    "signed-gaps",
+    "over- and underconfident bins cancel each other: take each gap's absolute value",
 )
-def folds_divided_by_five(fold_logits):
-    return torch.sigmoid(torch.stack(fold_logits)).sum(0) / 5
+def ece_signed(probs, labels, n_bins=10):
+    bins = _bins_10_2(probs, n_bins)
+    held = [b for b in range(n_bins) if (bins == b).any()]
+    return float(sum((bins == b).mean() * (probs[bins == b].mean() - labels[bins == b].mean()) for b in held))
 
 
 @wrong(
-    "10.2", "mean-over-images", "the shape is (5,): one probability per image, (7,) for 5 folds of 7 images"
+    "10.2",
+    "ones-left-out",
+    "the predictions of exactly 1.0 were left out: they belong to the last bin",
 )
-def folds_wrong_axis(fold_logits):
-    return torch.sigmoid(torch.stack(fold_logits)).mean(1)
+def ece_drops_ones(probs, labels, n_bins=10):
+    bins = _bins_10_2(probs, n_bins, keep_ones=False)
+    held = [b for b in range(n_bins) if (bins == b).any()]
+    return float(
+        sum((bins == b).mean() * abs(probs[bins == b].mean() - labels[bins == b].mean()) for b in held)
+    )
 
 
-@right("10.2", "python-sum")
-def folds_by_sum(fold_logits):
-    "Python's sum of the folds' probabilities over their number."
-    return sum(torch.sigmoid(t) for t in fold_logits) / len(fold_logits)
+@wrong("10.2", "empty-bins-are-nan", "the answer is NaN: an empty bin should count nothing")
+def ece_empty_bins(probs, labels, n_bins=10):
+    bins = _bins_10_2(probs, n_bins)
+    with np.errstate(invalid="ignore"):
+        parts = [
+            (bins == b).mean() * abs(np.mean(probs[bins == b]) - np.mean(labels[bins == b]))
+            if (bins == b).any()
+            else float("nan")
+            for b in range(n_bins)
+        ]
+    return float(sum(parts))
 
 
-@right("10.2", "stacked-as-columns")
-def folds_columns(fold_logits):
-    "The folds stacked as columns, averaged along each row."
-    return torch.stack(fold_logits, dim=1).sigmoid().mean(dim=1)
+@right("10.2", "digitize-and-bincount")
+def ece_by_bincount(probs, labels, n_bins=10):
+    "np.digitize on the inner edges, then per-bin sums with np.bincount."
+    bins = np.digitize(probs, np.linspace(0, 1, n_bins + 1)[1:-1])
+    counts = np.bincount(bins, minlength=n_bins)
+    pred = np.bincount(bins, weights=probs, minlength=n_bins)
+    true = np.bincount(bins, weights=labels, minlength=n_bins)
+    held = counts > 0
+    return float(np.sum(np.abs(pred[held] - true[held])) / len(probs))
 
 
 # --- 10.3: the threshold for 90% sensitivity -------------------------------------------------------------

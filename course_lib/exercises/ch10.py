@@ -63,30 +63,61 @@ def _check_10_1(flip_tta):
         )
 
 
-@exercise("10.2", "five folds, one probability")
-def _check_10_2(fold_mean):
-    import torch
+def _ece_10(probs, labels, n_bins):
+    "The expected calibration error over equal-width bins: each bin's gap, weighted by its share of images."
+    import numpy as np
 
-    fold_logits = list(torch.randn(5, 7, generator=torch.Generator().manual_seed(2)) * 3)
-    got = answer_of(fold_mean, fold_logits)
-    expect(isinstance(got, torch.Tensor), f"fold_mean returned a {type(got).__name__}: return a tensor")
-    expect(
-        tuple(got.shape) == (7,),
-        f"the shape is {tuple(got.shape)}: one probability per image, (7,) for 5 folds of 7 images",
+    bins = np.minimum((probs * n_bins).astype(int), n_bins - 1)
+    return float(
+        sum(
+            (bins == b).mean() * abs(probs[bins == b].mean() - labels[bins == b].mean())
+            for b in range(n_bins)
+            if (bins == b).any()
+        )
     )
-    stacked = torch.stack(fold_logits)
-    expect(((got >= 0) & (got <= 1)).all(), "some values lie outside [0, 1]: the logits need the sigmoid")
+
+
+@exercise("10.2", "how far from calibrated")
+def _check_10_2(calibration_error):
+    import math
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    probs = rng.beta(0.6, 2.0, 300)  # most predictions low, a few high, some bins empty
+    probs[(probs >= 0.5) & (probs < 0.7)] -= 0.2  # two empty bins
+    probs[:3] = 1.0  # a prediction of exactly 1 goes into the last bin
+    labels = (rng.random(300) < probs * 0.6).astype(int)  # overconfident
+    got = answer_of(calibration_error, probs, labels, 10)
     expect(
-        not close(got, torch.sigmoid(stacked.mean(0))),
-        "that is the sigmoid of the mean logit: average the folds' probabilities instead",
+        isinstance(got, (float, np.floating)), f"calibration_error returned a {type(got).__name__}: a float"
     )
-    expect(not close(got, torch.sigmoid(stacked).median(0).values), "that is the median: take the mean")
-    expect(close(got, torch.sigmoid(stacked).mean(0), 1e-5), "not the mean of the five folds' probabilities")
-    two = answer_of(fold_mean, fold_logits[:2])
+    expect(not math.isnan(got), "the answer is NaN: an empty bin should count nothing")
+    want = _ece_10(probs, labels, 10)
+    bins = np.minimum((probs * 10).astype(int), 9)
+    held = [b for b in range(10) if (bins == b).any()]
+    gaps = [abs(probs[bins == b].mean() - labels[bins == b].mean()) for b in held]
     expect(
-        close(two, torch.sigmoid(stacked[:2]).mean(0), 1e-5),
-        "with 2 folds the answer is wrong: divide by the number of folds given, not by 5",
+        not math.isclose(got, float(np.mean(gaps)), rel_tol=1e-6),
+        "that is the plain mean of the bins' gaps: weight each gap by its bin's share of the images",
     )
+    signed = sum((bins == b).mean() * (probs[bins == b].mean() - labels[bins == b].mean()) for b in held)
+    expect(
+        not math.isclose(got, float(signed), rel_tol=1e-6) or math.isclose(signed, want),
+        "over- and underconfident bins cancel each other: take each gap's absolute value",
+    )
+    top = probs < 1.0
+    expect(
+        not math.isclose(got, _ece_10(probs[top], labels[top], 10) * top.mean(), rel_tol=1e-6),
+        "the predictions of exactly 1.0 were left out: they belong to the last bin",
+    )
+    expect(math.isclose(got, want, rel_tol=1e-6), f"calibration_error gave {got:.4f}, the ECE is {want:.4f}")
+    calibrated = rng.random(1000)
+    expect(
+        answer_of(calibration_error, calibrated, (rng.random(1000) < calibrated).astype(int), 5) < 0.05,
+        "a calibrated model should score near 0",
+    )
+    five = answer_of(calibration_error, probs, labels, 5)
+    expect(math.isclose(five, _ece_10(probs, labels, 5), rel_tol=1e-6), "with n_bins=5 the answer is wrong")
 
 
 def _threshold_data_10(n_pos, n_neg, seed, ties=False):
