@@ -13,8 +13,6 @@ NBS = REPO / "nbs"
 SUPPORT = {"sources.ipynb": None, "exercises.ipynb": None, "errors.ipynb": None, "progress.ipynb": None}
 SUPPORT |= {"offline_runs.ipynb": None, "wandb_mode.ipynb": {"resolve_mode", "find_wandb_key"}}
 SUPPORT |= {"seeding.ipynb": {"seed_everything"}, "xla.ipynb": {"xla_accelerator"}}
-# The command line: a lesson shows it at work by calling it, as a learner would type it.
-SUPPORT |= {"cli.ipynb": {"main", "run_predict"}}
 
 
 def _code(path):
