@@ -6,6 +6,9 @@ Docs: https://course-lib.github.io/course_lib/exercises/ch06.html.md"""
 
 # %% ../../nbs/exercises/ch06.ipynb #x0602
 from __future__ import annotations
+import contextlib
+import os
+import sys
 import torch
 from torch import nn
 from . import answer_of, exercise, expect
@@ -185,28 +188,21 @@ def _check_6_3(ddp_accumulation_step):
             dist.destroy_process_group()
 
 
+@contextlib.contextmanager
 def _quiet_cpp():
     "Silence what C++ code prints to this process's stdout and stderr, for the `with` block."
-    import contextlib
-    import os
-    import sys
-
-    @contextlib.contextmanager
-    def quiet():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        saved = {fd: os.dup(fd) for fd in (1, 2)}
-        with open(os.devnull, "w") as null:
-            for fd in saved:
-                os.dup2(null.fileno(), fd)
-        try:
-            yield
-        finally:
-            for fd, copy in saved.items():
-                os.dup2(copy, fd)
-                os.close(copy)
-
-    return quiet()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    with open(os.devnull, "w") as null:
+        for fd in saved:
+            os.dup2(null.fileno(), fd)
+    try:
+        yield
+    finally:
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def _free_port() -> int:
