@@ -15,6 +15,8 @@ from course_lib.exercises import registered, verdict
 from PIL import Image
 from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader, RandomSampler, Subset, TensorDataset
+from torchvision import tv_tensors
+from torchvision.transforms import v2
 
 CHAPTERS = ("1", "2", "3", "4", "5")
 # 3.4-measured-while-autograd-records turns a tensor that requires grad into a float, as that mistake does
@@ -148,35 +150,93 @@ def greedy_positives_then_images(df, n_folds):
     return np.array([fold_of[p] for p in df.patient_id])
 
 
-# --- 2.1 grayscale to RGB --------------------------------------------------------------------------------
+# --- 2.1 a transform of your own --------------------------------------------------------------------------
 
 
-def one_channel_axis(image):
-    return image[..., None]
+def _circle(inpt, diameter):
+    "The boolean mask of a centred circle of `diameter` times the shorter side, for inpt's height and width."
+    h, w = inpt.shape[-2:]
+    y, x = torch.meshgrid(torch.arange(h) - (h - 1) / 2, torch.arange(w) - (w - 1) / 2, indexing="ij")
+    return x**2 + y**2 <= (diameter * min(h, w) / 2) ** 2
 
 
-def stacks_even_rgb(image):
-    return np.stack([image] * 3, axis=-1)
+class _MicroscopeBase(v2.Transform):
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def make_params(self, flat_inputs):
+        return {"apply": bool(torch.rand(()) < self.p), "diameter": 0.8 + 0.2 * float(torch.rand(()))}
 
 
-def channels_first(image):
-    return image if image.ndim == 3 else np.stack([image] * 3, axis=0)
+class MicroscopeDrawsPerInput(_MicroscopeBase):
+    def make_params(self, flat_inputs):
+        return {}
+
+    def transform(self, inpt, params):
+        if torch.rand(()) >= self.p:
+            return inpt
+        return tv_tensors.wrap(inpt * _circle(inpt, 0.8 + 0.2 * float(torch.rand(()))), like=inpt)
 
 
-def float_canvas(image):
-    if image.ndim == 3:
-        return image
-    rgb = np.zeros((*image.shape, 3))
-    rgb[...] = image[..., None]
-    return rgb
+class MicroscopeAlways(_MicroscopeBase):
+    def transform(self, inpt, params):
+        return tv_tensors.wrap(inpt * _circle(inpt, params["diameter"]), like=inpt)
 
 
-def rgb_through_pil(image):
-    return image if image.ndim == 3 else np.asarray(Image.fromarray(image).convert("RGB"))
+class MicroscopeUnwrapped(_MicroscopeBase):
+    def transform(self, inpt, params):
+        return inpt * _circle(inpt, params["diameter"]) if params["apply"] else inpt
 
 
-def rgb_by_broadcast(image):
-    return image if image.shape[-1:] == (3,) else np.broadcast_to(image[..., None], (*image.shape, 3))
+class MicroscopeInverted(_MicroscopeBase):
+    def transform(self, inpt, params):
+        return tv_tensors.wrap(inpt * ~_circle(inpt, params["diameter"]), like=inpt) if params["apply"] else inpt
+
+
+class MicroscopeFixedSize(_MicroscopeBase):
+    def transform(self, inpt, params):
+        return tv_tensors.wrap(inpt * _circle(inpt, 0.9), like=inpt) if params["apply"] else inpt
+
+
+class MicroscopeFloatMask(_MicroscopeBase):
+    def transform(self, inpt, params):
+        mask = _circle(inpt, params["diameter"]).float()
+        return tv_tensors.wrap(inpt * mask, like=inpt) if params["apply"] else inpt
+
+
+class MicroscopeModule(torch.nn.Module):
+    "A plain module: no v2 machinery, so a label would be darkened too."
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def forward(self, image):
+        return image * _circle(image, 0.9)
+
+
+class MicroscopeWhere(v2.Transform):
+    "Python's random for the draws, torch.where for the pixels, the radius in pixels."
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def make_params(self, flat_inputs):
+        import random
+
+        h, w = v2.query_size(flat_inputs)
+        return {"apply": random.random() < self.p, "radius": random.uniform(0.4, 0.5) * min(h, w)}
+
+    def transform(self, inpt, params):
+        if not params["apply"]:
+            return inpt
+        h, w = inpt.shape[-2:]
+        ys = (torch.arange(h, dtype=torch.float32) - (h - 1) / 2)[:, None]
+        xs = (torch.arange(w, dtype=torch.float32) - (w - 1) / 2)[None, :]
+        out = torch.where(ys**2 + xs**2 <= params["radius"] ** 2, inpt, torch.zeros_like(inpt))
+        return tv_tensors.Image(out)
 
 
 # --- 2.2 an epoch's order from the seed and the epoch ----------------------------------------------------
@@ -1181,21 +1241,32 @@ WRONG = [
         "the folds hold 49 to 187 images: make them similar in size (the largest at most twice the smallest)",
     ),
     _case(
-        "2.1-one-channel-axis",
-        one_channel_axis,
-        "to_rgb(gray).shape is (8, 6, 1): an RGB image is (height, width, 3)",
+        "2.1-draws-in-transform",
+        MicroscopeDrawsPerInput,
+        "two images in one call got different circles: draw the circle in make_params, once per call",
+    ),
+    _case("2.1-ignores-p", MicroscopeAlways, "with p=0 the image changed: apply the microscope with probability p"),
+    _case(
+        "2.1-plain-tensor-out",
+        MicroscopeUnwrapped,
+        "an Image went in and a plain tensor came out: wrap the result like its input (tv_tensors.wrap)",
     ),
     _case(
-        "2.1-stacks-an-rgb-image-too",
-        stacks_even_rgb,
-        "an image that is already RGB should come back unchanged",
+        "2.1-inside-blacked-out",
+        MicroscopeInverted,
+        "the centre of the image changed: keep what is inside the circle",
     ),
     _case(
-        "2.1-channels-first",
-        channels_first,
-        "to_rgb(gray).shape is (3, 8, 6): an RGB image is (height, width, 3)",
+        "2.1-one-size-always",
+        MicroscopeFixedSize,
+        "every call drew the same circle: draw its size at random, once per call",
     ),
-    _case("2.1-float-canvas", float_canvas, "to_rgb(gray).dtype is float64: keep the pixels uint8"),
+    _case("2.1-float-mask", MicroscopeFloatMask, "the image came back as torch.float32: keep its dtype, uint8"),
+    _case(
+        "2.1-plain-module",
+        MicroscopeModule,
+        "Microscope is not a v2.Transform: subclass it, so that a pipeline holds it and labels pass through",
+    ),
     _case("2.2-seed-plus-epoch", seeded_by_the_sum, "(seed 7, epoch 1) = (seed 8, epoch 0)"),
     _case(
         "2.2-seed-minus-epoch",
@@ -1569,8 +1640,7 @@ RIGHT = [
     _right("1.2-sorted-ids-dealt-as-series", sorted_patients_dealt),
     _right("1.3-sklearn-stratified-group-k-fold", stratified_group_k_fold),
     _right("1.3-greedy-positives-then-images", greedy_positives_then_images),
-    _right("2.1-pil-convert", rgb_through_pil),
-    _right("2.1-broadcast-view", rgb_by_broadcast),
+    _right("2.1-python-random-and-where", MicroscopeWhere),
     _right("2.2-numpy-seed-sequence", numpy_seed_sequence),
     _right("2.2-python-random-string-seed", python_random_string_seed),
     _right("2.3-filter-over-header-modes", not_rgb_with_filter),

@@ -4,6 +4,7 @@ missing, each worked solution passes it. Hints and the questionnaire's answers a
 import re
 
 import pytest
+import torch
 from conftest import REPO
 from course_lib.exercises import registered
 from course_lib.book.runner import find_notebooks
@@ -74,10 +75,10 @@ def test_every_question_has_an_answer_to_unfold(chapter):
 def test_a_check_reports_in_one_line_and_never_raises(capsys):
     from course_lib.exercises import check, verdict
 
-    assert check("2.1", lambda image: image[..., None]) is None  # nothing for a notebook to display
-    assert capsys.readouterr().out.startswith("✗ Exercise 2.1: to_rgb(gray).shape is (8, 6, 1)")
-    check("2.1", lambda image: 1 / 0)
-    assert capsys.readouterr().out == "✗ Exercise 2.1: your code raised ZeroDivisionError: division by zero\n"
+    assert check("2.2", lambda n, seed, epoch: list(range(n))) is None  # nothing for a notebook to display
+    assert capsys.readouterr().out == "✗ Exercise 2.2: the order is not shuffled\n"
+    check("2.2", lambda n, seed, epoch: 1 / 0)
+    assert capsys.readouterr().out == "✗ Exercise 2.2: your code raised ZeroDivisionError: division by zero\n"
     assert verdict("0.0", None)[1].startswith("✗ there is no exercise 0.0: the course has 1.1, 1.2, ")
-    right = lambda image: image if image.ndim == 3 else image[..., None].repeat(3, -1)  # noqa: E731
-    assert verdict("2.1", right) == (True, "✓ Exercise 2.1: right")
+    right = lambda n, seed, epoch: torch.randperm(n, generator=torch.Generator().manual_seed(seed * 10**6 + epoch))  # noqa: E731
+    assert verdict("2.2", right) == (True, "✓ Exercise 2.2: right")

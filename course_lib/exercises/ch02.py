@@ -13,18 +13,55 @@ from . import answer_of, exercise, expect
 __all__ = []
 
 # %% ../../nbs/exercises/ch02.ipynb #x0203
-@exercise("2.1", "grayscale to RGB")
-def _check_2_1(to_rgb):
-    gray = np.random.default_rng(0).integers(0, 256, (8, 6), dtype=np.uint8)
-    rgb = answer_of(to_rgb, gray)
-    expect(isinstance(rgb, np.ndarray), f"to_rgb returned a {type(rgb).__name__}: return a NumPy array")
-    expect(rgb.shape == (8, 6, 3), f"to_rgb(gray).shape is {rgb.shape}: an RGB image is (height, width, 3)")
-    expect(rgb.dtype == np.uint8, f"to_rgb(gray).dtype is {rgb.dtype}: keep the pixels uint8")
-    for c in range(3):
-        expect((rgb[..., c] == gray).all(), f"channel {c} differs from the gray image: each channel holds it")
-    colour = np.random.default_rng(1).integers(0, 256, (8, 6, 3), dtype=np.uint8)
-    again = answer_of(to_rgb, colour)
-    expect(np.array_equal(again, colour), "an image that is already RGB should come back unchanged")
+@exercise("2.1", "a transform of your own")
+def _check_2_1(microscope):
+    import math
+    import torch
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2
+
+    expect(isinstance(microscope, type), 'pass the class itself: check("2.1", Microscope)')
+    expect(
+        issubclass(microscope, v2.Transform),
+        "Microscope is not a v2.Transform: subclass it, so that a pipeline holds it and labels pass through",
+    )
+    torch.manual_seed(0)
+    image = tv_tensors.Image(torch.full((3, 40, 60), 200, dtype=torch.uint8))
+    out = answer_of(microscope(p=1.0), image)
+    expect(torch.is_tensor(out), f"Microscope returned a {type(out).__name__} for an image: return the image")
+    expect(tuple(out.shape) == (3, 40, 60), f"the image came back with shape {tuple(out.shape)}, not (3, 40, 60)")
+    expect(out.dtype == torch.uint8, f"the image came back as {out.dtype}: keep its dtype, uint8")
+    expect(
+        isinstance(out, tv_tensors.Image),
+        "an Image went in and a plain tensor came out: wrap the result like its input (tv_tensors.wrap)",
+    )
+    expect(int(out[:, 20, 30].min()) == 200, "the centre of the image changed: keep what is inside the circle")
+    expect(int(out[:, 0, 0].max()) == 0 and int(out[:, -1, -1].max()) == 0, "the corners are not black")
+    kept = [int((answer_of(microscope(p=1.0), image)[0] > 0).sum()) for _ in range(30)]
+    low, high = math.pi * (0.8 * 20) ** 2, math.pi * 20**2
+    expect(
+        all(0.9 * low <= k <= 1.1 * high for k in kept),
+        f"a 40x60 image kept {min(kept)} to {max(kept)} pixels: the circle's diameter is 80% to 100% of the "
+        "shorter side",
+    )
+    expect(len(set(kept)) > 3, "every call drew the same circle: draw its size at random, once per call")
+    expect(
+        all(torch.equal(answer_of(microscope(p=0.0), image), image) for _ in range(10)),
+        "with p=0 the image changed: apply the microscope with probability p",
+    )
+    applied = sum(not torch.equal(answer_of(microscope(p=0.5), image), image) for _ in range(200))
+    expect(60 <= applied <= 140, f"with p=0.5 the microscope changed {applied} of 200 images, not about half")
+    pairs = [answer_of(microscope(p=1.0), image, image.clone()) for _ in range(10)]
+    expect(
+        all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs),
+        "called with two images, Microscope should return two",
+    )
+    expect(
+        all(torch.equal(a, b) for a, b in pairs),
+        "two images in one call got different circles: draw the circle in make_params, once per call",
+    )
+    labelled = answer_of(microscope(p=1.0), image, 1)
+    expect(labelled[1] == 1, f"the label 1 came back as {labelled[1]!r}: only images change")
 
 
 @exercise("2.2", "an epoch's order from the seed and the epoch")
