@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from course_lib.engine import WeightedFocalLoss
 from course_lib.exercises import registered, verdict
 from PIL import Image
+from sklearn.metrics import roc_auc_score
 from pytorch_lightning.callbacks import Callback
 from torch.utils.data import DataLoader, RandomSampler, Subset, TensorDataset
 from torchvision import tv_tensors
@@ -433,37 +434,64 @@ def focal_by_torchvision(logits, targets, alpha=0.25, gamma=2.0):
     return sigmoid_focal_loss(logits, targets, alpha=1 - alpha, gamma=gamma, reduction="mean")
 
 
-# --- 3.2 a learning-rate warm-up -------------------------------------------------------------------------
+# --- 3.2 the fold's AUC, not the batches' --------------------------------------------------------------
 
 
-def warmup_from_zero(step, warmup_steps):
-    return min(1.0, step / warmup_steps)
+def _predictions(model, loader, eval_mode=True, record=False):
+    "The loader's logits and targets, each joined into one flat array."
+    if eval_mode:
+        model.eval()
+    logits, targets = [], []
+    with torch.set_grad_enabled(record):
+        for x, y in loader:
+            logits.append(model(x).detach())
+            targets.append(y)
+    return torch.cat(targets).ravel().numpy(), torch.cat(logits).ravel().numpy()
 
 
-def warmup_integer_division(step, warmup_steps):
-    return min(1, (step + 1) // warmup_steps)
+def auc_mean_of_batches(model, loader):
+    model.eval()
+    with torch.no_grad():
+        aucs = [roc_auc_score(y.ravel(), model(x).ravel()) for x, y in loader]
+    return float(np.mean(aucs))
 
 
-def warmup_without_cap(step, warmup_steps):
-    return (step + 1) / warmup_steps
+def auc_in_training_mode(model, loader):
+    return float(roc_auc_score(*_predictions(model, loader, eval_mode=False)))
 
 
-def warmup_one_step_too_long(step, warmup_steps):
-    return min(1.0, (step + 1) / (warmup_steps + 1))
+def auc_with_autograd(model, loader):
+    return float(roc_auc_score(*_predictions(model, loader, record=True)))
 
 
-def warmup_of_100_steps(step, warmup_steps):
-    return min(1.0, (step + 1) / 100)
+def auc_of_decisions(model, loader):
+    targets, logits = _predictions(model, loader)
+    return float(roc_auc_score(targets, logits > 0))
 
 
-def warmup_as_tensor(step, warmup_steps):
-    return torch.tensor(min(1.0, (step + 1) / warmup_steps))
+def auc_as_tensor(model, loader):
+    from torchmetrics.functional.classification import binary_auroc
+
+    targets, logits = _predictions(model, loader)
+    return binary_auroc(torch.from_numpy(logits), torch.from_numpy(targets).long())
 
 
-def warmup_by_branch(step, warmup_steps):
-    if step >= warmup_steps - 1:
-        return 1.0
-    return (step + 1) / warmup_steps
+def auc_of_first_batch(model, loader):
+    model.eval()
+    with torch.no_grad():
+        x, y = next(iter(loader))
+        return float(roc_auc_score(y.ravel(), model(x).ravel()))
+
+
+def auc_by_torchmetrics_of_probabilities(model, loader):
+    from torchmetrics.classification import BinaryAUROC
+
+    metric = BinaryAUROC()
+    model.eval()
+    with torch.inference_mode():
+        for x, y in loader:
+            metric.update(torch.sigmoid(model(x)).ravel(), y.ravel().long())
+    return metric.compute().item()
 
 
 # --- 3.3 early stopping's patience -----------------------------------------------------------------------
@@ -1326,29 +1354,19 @@ WRONG = [
         "focal_loss differs from the formula with alpha=0.25, gamma=2",
     ),
     _case(
-        "3.2-starts-at-zero",
-        warmup_from_zero,
-        "the factor at step 0 is 0: the first optimizer step would not move the weights",
+        "3.2-mean-of-batches",
+        auc_mean_of_batches,
+        "0.9801 is the mean of the batches' AUCs: the fold's AUC ranks all its images at once",
     ),
     _case(
-        "3.2-integer-division",
-        warmup_integer_division,
-        "the factor at step 0 is 0: the first optimizer step would not move the weights",
+        "3.2-training-mode",
+        auc_in_training_mode,
+        "fold_auc gave 0.7012, not 0.9131: the model was in training mode, so dropout changed its predictions",
     ),
-    _case("3.2-no-cap-at-one", warmup_without_cap, "after the warm-up the factor should stay 1"),
-    _case(
-        "3.2-one-step-too-long",
-        warmup_one_step_too_long,
-        "with warmup_steps=4 the first four factors are [0.2, 0.4, 0.6, 0.8]: they should rise in equal "
-        "steps and reach 1 at the warm-up's last step",
-    ),
-    _case(
-        "3.2-ignores-warmup-steps",
-        warmup_of_100_steps,
-        "with warmup_steps=4 the first four factors are [0.01, 0.02, 0.03, 0.04]: they should rise in equal "
-        "steps and reach 1 at the warm-up's last step",
-    ),
-    _case("3.2-tensor-not-number", warmup_as_tensor, "warmup_factor returned a Tensor: return a number"),
+    _case("3.2-autograd-on", auc_with_autograd, "autograd recorded the predictions: predict under torch.no_grad()"),
+    _case("3.2-auc-of-0-1-decisions", auc_of_decisions, "fold_auc gave 0.5703, the fold's AUC is 0.9131"),
+    _case("3.2-tensor-returned", auc_as_tensor, "fold_auc returned a Tensor: return the AUC as a float"),
+    _case("3.2-first-batch-only", auc_of_first_batch, "fold_auc gave 0.9667, the fold's AUC is 0.9131"),
     _case(
         "3.3-equal-counts-as-gain",
         equal_auc_improves,
@@ -1647,7 +1665,7 @@ RIGHT = [
     _right("2.4-through-the-courses-helpers", ThroughTheCoursesHelpers),
     _right("3.1-log-sigmoid-of-signed-logit", focal_from_log_sigmoid),
     _right("3.1-torchvision-sigmoid-focal-loss", focal_by_torchvision),
-    _right("3.2-branch-not-min", warmup_by_branch),
+    _right("3.2-torchmetrics-on-probabilities", auc_by_torchmetrics_of_probabilities),
     _right("3.3-epochs-since-best-epoch", epochs_since_best_epoch),
     _right("3.4-one-loss-over-all-predictions", loss_of_all_predictions),
     _right("3.4-running-mean", running_mean),

@@ -61,23 +61,48 @@ def _check_3_1(focal_loss):
     )
 
 
-@exercise("3.2", "a learning-rate warm-up")
-def _check_3_2(warmup_factor):
-    first = answer_of(warmup_factor, 0, 4)
+@exercise("3.2", "the fold's AUC, not the batches'")
+def _check_3_2(fold_auc):
+    import torch
+    from sklearn.metrics import roc_auc_score
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    g = torch.Generator().manual_seed(0)
+    y = (torch.arange(96) % 3 == 0).float()[:, None]  # every batch of 16 holds both classes
+    x = torch.randn(96, 4, generator=g) + 1.5 * y
+    x[:, 0] += (torch.arange(96) // 16) * 0.7  # later batches score higher: ranks differ within and across
+    model = nn.Sequential(nn.Dropout(0.5), nn.Linear(4, 1))
+    with torch.no_grad():
+        model[1].weight.copy_(torch.tensor([[1.0, 0.5, 0.5, 0.0]]))
+        model[1].bias.zero_()
+    recording = []
+    model.register_forward_hook(lambda module, args, out: recording.append(torch.is_grad_enabled()))
+    model.eval()
+    with torch.no_grad():
+        logits = model(x).ravel().numpy()
+    recording.clear()
+    model.train()  # as a model is after a training epoch
+    want = roc_auc_score(y.ravel().numpy(), logits)
+    by_batch = sum(roc_auc_score(y[k : k + 16].ravel(), logits[k : k + 16]) for k in range(0, 96, 16)) / 6
+    torch.manual_seed(0)  # the dropout of a model left in training mode
+    got = answer_of(fold_auc, model, DataLoader(TensorDataset(x, y), batch_size=16))
+    expect(recording, "the model never ran: predict every batch of the loader")
     expect(
-        isinstance(first, (int, float)), f"warmup_factor returned a {type(first).__name__}: return a number"
+        isinstance(got, float) and not isinstance(got, bool),
+        f"fold_auc returned a {type(got).__name__}: return the AUC as a float",
     )
-    expect(first != 0, "the factor at step 0 is 0: the first optimizer step would not move the weights")
-    factors = [float(warmup_factor(s, 4)) for s in range(8)]
     expect(
-        close(factors[:4], [0.25, 0.5, 0.75, 1.0]),
-        f"with warmup_steps=4 the first four factors are {[round(f, 3) for f in factors[:4]]}: "
-        "they should rise in equal steps and reach 1 at the warm-up's last step",
+        abs(got - by_batch) > 1e-6,
+        f"{got:.4f} is the mean of the batches' AUCs: the fold's AUC ranks all its images at once",
     )
-    expect(close(factors[4:], [1.0] * 4), "after the warm-up the factor should stay 1")
     expect(
-        close([float(warmup_factor(s, 1)) for s in range(3)], [1.0] * 3), "warmup_steps=1 means no warm-up"
+        not (abs(got - want) > 1e-6 and model.training),
+        f"fold_auc gave {got:.4f}, not {want:.4f}: the model was in training mode, so dropout changed its "
+        "predictions",
     )
+    expect(abs(got - want) < 1e-6, f"fold_auc gave {got:.4f}, the fold's AUC is {want:.4f}")
+    expect(not any(recording), "autograd recorded the predictions: predict under torch.no_grad()")
 
 
 @exercise("3.3", "early stopping's patience")
