@@ -608,51 +608,54 @@ def shrink_maximum(x):
     return x / torch.maximum(torch.linalg.vector_norm(x, ord=math.inf), torch.ones((), dtype=x.dtype))
 
 
-# --- 7.4: checkpoint names without the prefix ------------------------------------------------------------
+# --- 7.4: compile the block once, not the model ----------------------------------------------------------
 
 
 @wrong(
     "7.4",
-    "removeprefix",
-    "a model whose first layer alone was compiled kept '0._orig_mod.weight': the prefix is not always at "
-    "the start",
+    "whole-model",
+    "a graph of 26 operations was compiled: that is the whole model, compile each block so that one graph "
+    "serves all six",
 )
-def strip_removeprefix(state_dict):
-    return {k.removeprefix("_orig_mod."): v for k, v in state_dict.items()}
+def compile_whole_model(model, backend="inductor"):
+    return torch.compile(model, backend=backend)
 
 
 @wrong(
-    "7.4", "slices-every-name", "an eager checkpoint (no prefix) should come back with its names unchanged"
+    "7.4",
+    "result-dropped",
+    "nothing was compiled: torch.compile returns a new module, which the loop dropped; call block.compile() "
+    "to compile the block in place",
 )
-def strip_slice(state_dict):
-    return {k[len("_orig_mod.") :]: v for k, v in state_dict.items()}
+def compile_into_loop_variable(model, backend="inductor"):
+    for block in model.blocks:
+        block = torch.compile(block, backend=backend)  # noqa: PLW2901
+    return model
 
 
-@wrong("7.4", "dot-left-behind", "the names ['.0.bias', '.0.weight']... are not the uncompiled model's")
-def strip_no_dot(state_dict):
-    return {k.replace("_orig_mod", ""): v for k, v in state_dict.items()}
+@wrong(
+    "7.4",
+    "wrapper-put-back",
+    "the checkpoint's names changed (blocks.0._orig_mod.linear.bias): compile each block in place with "
+    "block.compile()",
+)
+def compile_wrappers_into_the_list(model, backend="inductor"):
+    for i, block in enumerate(model.blocks):
+        model.blocks[i] = torch.compile(block, backend=backend)
+    return model
 
 
-@wrong("7.4", "dict-without-items", "your code raised ValueError: too many values to unpack (expected 2)")
-def strip_without_items(state_dict):
-    return {k.replace("_orig_mod.", ""): v for k, v in state_dict}
+@wrong("7.4", "first-block-only", "1 of the 6 blocks ran compiled code: compile every block")
+def compile_first_block(model, backend="inductor"):
+    model.blocks[0].compile(backend=backend)
+    return model
 
 
-@wrong("7.4", "names-only", "strip_compile_prefix returned a list: return a dict")
-def strip_keys_only(state_dict):
-    return [k.replace("_orig_mod.", "") for k in state_dict]
-
-
-@right("7.4", "dotted-parts")
-def strip_by_parts(state_dict):
-    "Drops the `_orig_mod` part of each dotted name."
-    return {".".join(p for p in k.split(".") if p != "_orig_mod"): v for k, v in state_dict.items()}
-
-
-@right("7.4", "regex")
-def strip_regex(state_dict):
-    "A regular expression for the segment, at the start or after a dot."
-    return {re.sub(r"(^|\.)_orig_mod\.", r"\1", k): v for k, v in state_dict.items()}
+@right("7.4", "dynamic-sizes-by-index")
+def compile_blocks_dynamic(model, backend="inductor"):
+    for i in range(len(model.blocks)):
+        model.blocks[i].compile(backend=backend, dynamic=True)
+    return model
 
 
 # --- 8.1: shard a list like DistributedSampler -----------------------------------------------------------

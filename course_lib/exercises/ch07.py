@@ -210,40 +210,85 @@ def _check_7_3(shrink_if_large):
     )
 
 
-@exercise("7.4", "checkpoint names without the prefix")
-def _check_7_4(strip_compile_prefix):
-    def model():
-        torch.manual_seed(0)
-        net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 2))
-        return net
+class _Block74(nn.Module):
+    "One residual block; the model stacks six alike, as EfficientNet's stages and transformers do."
 
-    plain = model()
-    whole = torch.compile(model(), backend="eager").state_dict()  # wrapped only: nothing compiles
-    got = answer_of(strip_compile_prefix, dict(whole))
-    expect(isinstance(got, dict), f"strip_compile_prefix returned a {type(got).__name__}: return a dict")
-    kept = next((name for name in got if "_orig_mod" in name), None)
-    expect(kept is None, f"{kept!r} still holds the prefix")
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm, self.linear = nn.LayerNorm(width), nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + torch.relu(self.linear(self.norm(x)))
+
+
+class _Stack74(nn.Module):
+    "A stem, six blocks alike and a head."
+
+    def __init__(self, width: int = 16, depth: int = 6):
+        super().__init__()
+        self.stem, self.head = nn.Linear(8, width), nn.Linear(width, 1)
+        self.blocks = nn.ModuleList(_Block74(width) for _ in range(depth))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class _Graphs74:
+    "A backend that keeps each graph's operation count and counts the calls of the code it returns."
+
+    def __init__(self):
+        self.ops, self.calls = [], 0
+
+    def __call__(self, gm, example_inputs):
+        self.ops.append(sum(n.op not in ("placeholder", "output") for n in gm.graph.nodes))
+
+        def run(*args):
+            self.calls += 1
+            return gm.forward(*args)
+
+        return run
+
+
+@exercise("7.4", "compile the block once, not the model")
+def _check_7_4(compile_blocks):
+    torch.manual_seed(0)
+    model, x = _Stack74(), torch.randn(5, 8)
+    want, names = model(x), sorted(model.state_dict())
+    backend = _Graphs74()
+    torch._dynamo.reset()
+    with _c07_quiet():
+        got = answer_of(compile_blocks, model, backend)
+        expect(isinstance(got, nn.Module), f"compile_blocks returned a {type(got).__name__}: return the model")
+        out = answer_of(got, x)
+    compiled_elsewhere = any(getattr(b, "_compiled_call_impl", None) for b in model.blocks)
     expect(
-        sorted(got) == sorted(plain.state_dict()),
-        f"the names {sorted(got)[:2]}... are not the uncompiled model's",
+        backend.ops or not compiled_elsewhere,
+        "the blocks were compiled, but not with the backend compile_blocks was given: pass it on",
     )
     expect(
-        all(torch.equal(got[k.replace("_orig_mod.", "")], v) for k, v in whole.items()),
-        "the tensors changed: keep each weight, rename only",
+        backend.ops,
+        "nothing was compiled: torch.compile returns a new module, which the loop dropped; "
+        "call block.compile() to compile the block in place",
     )
-    plain.load_state_dict(got)
-    eager = {k: v.clone() for k, v in plain.state_dict().items()}
-    same = strip_compile_prefix(dict(eager))
     expect(
-        sorted(same) == sorted(eager),
-        "an eager checkpoint (no prefix) should come back with its names unchanged",
+        max(backend.ops) < 8,  # a block is 4 operations (5 with a symbolic size); the model is 26
+        f"a graph of {max(backend.ops)} operations was compiled: that is the whole model, "
+        "compile each block so that one graph serves all six",
     )
-    part = model()
-    part[0] = torch.compile(part[0], backend="eager")  # only the first layer compiled: "0._orig_mod.weight"
-    inner = strip_compile_prefix(part.state_dict())
-    kept = next((name for name in inner if "_orig_mod" in name), None)
+    expect(torch.allclose(out, want, atol=1e-6), "the compiled model's output differs from the model's")
     expect(
-        kept is None,
-        f"a model whose first layer alone was compiled kept {kept!r}: the prefix is not always at the start",
+        backend.calls == len(model.blocks),
+        f"{backend.calls} of the 6 blocks ran compiled code: compile every block",
     )
-    plain.load_state_dict(inner)
+    expect(
+        len(backend.ops) == 1,
+        f"the six blocks compiled {len(backend.ops)} graphs: alike blocks should share one",
+    )
+    renamed = next((n for n in sorted(got.state_dict()) if n not in names), None)
+    expect(
+        renamed is None,
+        f"the checkpoint's names changed ({renamed}): compile each block in place with block.compile()",
+    )
