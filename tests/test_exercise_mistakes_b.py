@@ -769,139 +769,146 @@ def padded_batch_by_repeating(x, y, batch_size):
     return x[rows], y[rows], (torch.arange(batch_size) < len(x)).float()
 
 
-# --- 8.3: average the replicas' gradients by hand --------------------------------------------------------
+# --- 8.3: a metric without data-dependent shapes ------------------------------------------------------------
 
 
 @wrong(
     "8.3",
-    "sum-not-mean",
-    "replica 0 received the sum: optimizer_step's all-reduce averages over the replicas",
+    "boolean-index",
+    "compilations after each batch: [3, 4, 5, 6, 7, 7]: each new count of malignant images compiled a graph, "
+    "because a boolean index gives a shape that depends on the data; weight by the targets instead",
 )
-def reduce_sum(tensors):
-    total = torch.stack(tensors).sum(0)
-    return [total.clone() for _ in tensors]
+def means_by_boolean_index(logits, targets):
+    return torch.stack([logits[targets == 0].mean(), logits[targets == 1].mean()])
 
 
-@wrong("8.3", "one-tensor", "all_reduce_mean returned a Tensor: return a list, what each replica receives")
-def reduce_one_tensor(tensors):
-    return torch.stack(tensors).mean(0)
-
-
-@wrong("8.3", "one-tensor-in-list", "4 replicas contributed and 1 tensors came back: one per replica")
-def reduce_one_in_list(tensors):
-    return [torch.stack(tensors).mean(0)]
+@wrong("8.3", "malignant-first", "the means came back malignant first: return the benign images' mean first")
+def means_malignant_first(logits, targets):
+    malignant = targets.float()
+    benign = 1 - malignant
+    return torch.stack([(logits * malignant).sum() / malignant.sum(), (logits * benign).sum() / benign.sum()])
 
 
 @wrong(
     "8.3",
-    "world-of-8-hardcoded",
-    "replica 0 did not receive the global batch's gradient: every replica gets the mean",
+    "zero-for-a-missing-class",
+    "a batch without a malignant image gave [-0.5551, 0.0]: its malignant mean is NaN (0 / 0), and the "
+    "benign mean a number",
 )
-def reduce_fixed_world(tensors):
-    mean = torch.stack(tensors).sum(0) / 8
-    return [mean.clone() for _ in tensors]
-
-
-@wrong(
-    "8.3", "mean-over-wrong-dim", "replica 0 received shape (4, 1): each gets a tensor shaped like its own"
-)
-def reduce_wrong_dim(tensors):
-    mean = torch.stack(tensors).mean(dim=1)
-    return [mean.clone() for _ in tensors]
+def means_clamped(logits, targets):
+    malignant = targets.float()
+    benign = 1 - malignant
+    return torch.stack(
+        [
+            (logits * benign).sum() / benign.sum().clamp(min=1),
+            (logits * malignant).sum() / malignant.sum().clamp(min=1),
+        ]
+    )
 
 
 @wrong(
     "8.3",
-    "each-divides-its-own",
-    "replica 0 did not receive the global batch's gradient: every replica gets the mean",
+    "divided-by-the-batch",
+    "for 5 benign and 3 malignant images the means are [0.1748, 0.5854], not [0.2797, 1.561]",
 )
-def reduce_each_own(tensors):
-    return [t / len(tensors) for t in tensors]
+def means_over_the_batch(logits, targets):
+    malignant = targets.float()
+    return torch.stack([(logits * (1 - malignant)).mean(), (logits * malignant).mean()])
 
 
-@right("8.3", "python-sum")
-def reduce_by_sum(tensors):
-    "Python's sum over the replicas, divided by their number, one copy each."
-    mean = sum(tensors) / len(tensors)
-    return [mean.clone() for _ in range(len(tensors))]
+@right("8.3", "where-and-one-hot")
+def means_by_one_hot(logits, targets):
+    onehot = torch.nn.functional.one_hot(targets.long(), 2).float()  # (batch, 2)
+    return (logits[:, None] * onehot).sum(0) / onehot.sum(0)
 
 
-@right("8.3", "in-place")
-def reduce_in_place(tensors):
-    "Every replica's own tensor overwritten in place, as a real all-reduce does."
-    mean = torch.zeros_like(tensors[0])
-    for t in tensors:
-        mean += t
-    mean /= len(tensors)
-    for t in tensors:
-        t.copy_(mean)
-    return tensors
-
-
-# --- 8.4: validation accuracy over every replica ---------------------------------------------------------
+# --- 8.4: the loss of every step, brought over once ----------------------------------------------------------
 
 
 @wrong(
     "8.4",
-    "mean-of-batch-accuracies",
-    "batch accuracies were averaged: a small last batch weighs as much as a full one",
+    "item-every-step",
+    "the losses came to the host in 6 transfers: each one waits for the device to finish; keep the losses "
+    "on the device and bring them over once",
 )
-def accuracy_of_batches(replicas):
-    accs = [c / n for shard in replicas for c, n in shard]
-    return sum(accs) / len(accs)
+def losses_by_item(model, batches, loss_fn, optimizer):
+    import torch_xla
+
+    losses = []
+    for x, y in batches:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        torch_xla.sync()
+        losses.append(loss.item())
+    return losses
 
 
 @wrong(
     "8.4",
-    "post-one-batch-too-few",
-    "the accuracy is 0.9500: not the share of all validated images that are right",
+    "no-sync",
+    "the six steps ran as one graph: without torch_xla.sync() after each step the graph grows with every "
+    "step, and a run of another length compiles another",
 )
-def accuracy_post_batches(replicas):
-    accs = [c / n for shard in replicas for c, n in shard]
-    return sum(accs) / (len(accs) - 1)
+def losses_without_sync(model, batches, loss_fn, optimizer):
+    losses = []
+    for x, y in batches:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.detach())
+    return torch.stack(losses).tolist()
+
+
+@wrong("8.4", "tensors-returned", "a loss came back as a Tensor: return Python floats")
+def losses_as_tensors(model, batches, loss_fn, optimizer):
+    import torch_xla
+
+    losses = []
+    for x, y in batches:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        torch_xla.sync()
+        losses.append(loss.detach())
+    return losses
 
 
 @wrong(
     "8.4",
-    "mean-of-replica-accuracies",
-    "the replicas' accuracies were averaged: their shards hold different numbers of images",
+    "gradients-never-zeroed",
+    "the losses [1.6577, 0.3382, 1.2587, 1.4461, 0.9171, 1.7693] are not those of one SGD step per batch "
+    "[1.6577, 0.3382, 1.3181, 1.032, 0.2172, 1.0197]",
 )
-def accuracy_of_replicas(replicas):
-    accs = [sum(c for c, _ in s) / sum(n for _, n in s) for s in replicas]
-    return sum(accs) / len(accs)
+def losses_without_zero_grad(model, batches, loss_fn, optimizer):
+    import torch_xla
+
+    losses = []
+    for x, y in batches:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        torch_xla.sync()
+        losses.append(loss.detach())
+    return torch.stack(losses).tolist()
 
 
-@wrong(
-    "8.4",
-    "master-replica-only",
-    "the accuracy is 0.7000: not the share of all validated images that are right",
-)
-def accuracy_master_only(replicas):
-    return sum(c for c, _ in replicas[0]) / sum(n for _, n in replicas[0])
+@right("8.4", "step-context-and-cpu-copy")
+def losses_in_step_context(model, batches, loss_fn, optimizer):
+    import torch_xla
 
-
-@wrong("8.4", "not-divided", "the accuracy is 16.000, above 1: divide by the number of images")
-def accuracy_not_divided(replicas):
-    return sum(c for shard in replicas for c, _ in shard)
-
-
-@wrong(
-    "8.4",
-    "full-batches-assumed",
-    "the accuracy is 0.6667: not the share of all validated images that are right",
-)
-def accuracy_by_batches_count(replicas):
-    correct = sum(c for shard in replicas for c, _ in shard)
-    batch_size = replicas[0][0][1]
-    return correct / (batch_size * sum(len(shard) for shard in replicas))
-
-
-@right("8.4", "tensor-of-counts")
-def accuracy_tensor(replicas):
-    "One tensor of every batch's counts, summed by column, a 0-dimensional tensor returned."
-    counts = torch.tensor([pair for shard in replicas for pair in shard], dtype=torch.float64)
-    correct, images = counts.sum(0)
-    return correct / images
+    losses = torch.zeros(len(batches), device=torch_xla.device())
+    for i, (x, y) in enumerate(batches):
+        with torch_xla.step():  # syncs when the step ends
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses[i] = loss.detach()
+    return [float(v) for v in losses.cpu()]
 
 
 # --- 9.1: a run of your own, offline ---------------------------------------------------------------------

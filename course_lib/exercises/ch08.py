@@ -132,9 +132,10 @@ torch_xla.launch(ch08._xla_replica, args=(sys.argv[1],), start_method="fork")
 """
 
 
-def _run_on_xla(answer, folder) -> dict:
+def _run_on_xla(answer, folder, replica: str | None = None) -> dict:
     """Run the answer on every XLA device, in a fresh process: one that has run no backward pass, which
-    forked replicas need. What replica 0 ended with."""
+    forked replicas need. What replica 0 ended with. With `replica`, that function of this module runs on
+    one device, without a launch."""
     import ast
     import inspect
     import os
@@ -153,7 +154,8 @@ def _run_on_xla(answer, folder) -> dict:
     if all(isinstance(s, ast.Pass) for s in body):  # a docstring and `...`: the stub, not worth a launch
         raise Wrong(f"{answer.__name__} returned None: write its body")
     script, out = folder / "replicas.py", folder / "replica0.pt"
-    script.write_text(_SCRIPT.format(source=source, name=answer.__name__))
+    template = _SCRIPT if replica is None else _SCRIPT_ONE
+    script.write_text(template.format(source=source, name=answer.__name__, replica=replica))
     env = {**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU")}
     r = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, env=env)
     if not out.exists():
@@ -210,73 +212,193 @@ def _check_8_2(padded_batch):
     )
 
 
-@exercise("8.3", "average the replicas' gradients by hand")
-def _check_8_3(all_reduce_mean):
+_SCRIPT_ONE = """
+import sys
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+from course_lib.exercises import ch08
+
+{source}
+
+ch08._ANSWER[:] = [{name}]
+ch08.{replica}(0, sys.argv[1])
+"""
+
+
+def _c08_positives(batch: int) -> list:
+    "Logits and 0/1 targets of six batches of 8, holding 1, 3, 0, 5, 2 and 3 malignant images."
+    g = torch.Generator().manual_seed(0)
+    batches = []
+    for n in (1, 3, 0, 5, 2, 3):
+        targets = torch.zeros(batch)
+        targets[torch.randperm(batch, generator=g)[:n]] = 1
+        batches.append((torch.randn(batch, generator=g) + 2 * targets, targets))
+    return batches
+
+
+def _c08_rounded(t) -> list:
+    "A tensor's values to four places, for a message."
+    return [round(v, 4) for v in t.tolist()]
+
+
+def _c08_class_means(logits, targets):
+    "The reference: the mean logit of the benign and of the malignant images (NaN for a class not there)."
+    return torch.stack([logits[targets == k].mean() for k in (0, 1)])
+
+
+def _xla_class_means(index, out):
+    "On one XLA device: the answer over six batches, a sync after each, and the compilations after each."
+    mean_by_class = _ANSWER[-1]
+    import torch_xla
+    from course_lib.tpu import compile_count
+
+    device = torch_xla.device()
+    try:
+        values, counts = [], []
+        for logits, targets in _c08_positives(8):
+            values.append(mean_by_class(logits.to(device), targets.to(device)))
+            torch_xla.sync()
+            counts.append(compile_count())
+        result = dict(values=[v.cpu() for v in values], counts=counts)
+    except Exception as e:
+        result = dict(
+            error=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:150] if str(e).strip() else ''}"
+        )
+    torch.save(result, out)
+
+
+@exercise("8.3", "a metric without data-dependent shapes")
+def _check_8_3(mean_by_class):
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+
+    batches = _c08_positives(8)
+    logits, targets = batches[1]
+    got = answer_of(mean_by_class, logits, targets)
+    expect(isinstance(got, torch.Tensor), f"mean_by_class returned a {type(got).__name__}: return a tensor")
+    expect(tuple(got.shape) == (2,), f"the result has shape {tuple(got.shape)}: two means, benign first")
+    want = _c08_class_means(logits, targets)
+    expect(
+        not torch.allclose(got, want.flip(0)),
+        "the means came back malignant first: return the benign images' mean first",
+    )
+    expect(
+        torch.allclose(got, want, atol=1e-5),
+        f"for 5 benign and 3 malignant images the means are {_c08_rounded(got)}, not {_c08_rounded(want)}",
+    )
+    none = answer_of(mean_by_class, *batches[2])
+    expect(
+        bool(torch.isnan(none[1])) and not bool(torch.isnan(none[0])),
+        f"a batch without a malignant image gave {_c08_rounded(none)}: its malignant mean is NaN (0 / 0), "
+        "and the benign mean a number",
+    )
+    expect(
+        importlib.util.find_spec("torch_xla"), "torch_xla is not installed here: run this on a TPU runtime"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        result = _run_on_xla(mean_by_class, Path(d), replica="_xla_class_means")
+    if "error" in result:
+        raise Wrong(f"your code raised {result['error']} on the XLA device")
+    for (logits, targets), value in zip(batches, result["values"]):
+        want = _c08_class_means(logits, targets)
+        expect(
+            torch.allclose(value, want, atol=1e-5, equal_nan=True),
+            f"on the XLA device a batch gave {_c08_rounded(value)}, not {_c08_rounded(want)}",
+        )
+    counts = result["counts"]
+    expect(
+        counts[-1] == counts[0],
+        f"compilations after each batch: {counts}: each new count of malignant images compiled a graph, "
+        "because a boolean index gives a shape that depends on the data; weight by the targets instead",
+    )
+
+
+def _c08_regression(device="cpu"):
+    "A linear model, its SGD optimizer and six batches of 8, on `device`."
+    from torch import nn
+
+    g = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(8, 4, generator=g), torch.randn(8, 1, generator=g)) for _ in range(6)]
     torch.manual_seed(0)
-    w = torch.randn(3, 1, requires_grad=True)
-    x, y = torch.randn(4 * 5, 3), torch.randn(4 * 5, 1)
-    grads = []  # 4 replicas, 5 examples each: each replica's gradient of its own mean loss
-    for xs, ys in zip(x.split(5), y.split(5)):
-        (g,) = torch.autograd.grad(((xs @ w - ys) ** 2).mean(), w)
-        grads.append(g)
-    (whole,) = torch.autograd.grad(((x @ w - y) ** 2).mean(), w)  # one device, the global batch
-    total = torch.stack(grads).sum(0)
-    got = answer_of(all_reduce_mean, [g.clone() for g in grads])
-    expect(
-        isinstance(got, (list, tuple)),
-        f"all_reduce_mean returned a {type(got).__name__}: return a list, what each replica receives",
-    )
-    expect(len(got) == 4, f"4 replicas contributed and {len(got)} tensors came back: one per replica")
-    for r, g in enumerate(got):
-        expect(isinstance(g, torch.Tensor), f"replica {r} received a {type(g).__name__}, not a tensor")
-        expect(
-            g.shape == whole.shape,
-            f"replica {r} received shape {tuple(g.shape)}: each gets a tensor shaped like its own",
-        )
-        expect(
-            not torch.allclose(g, total),
-            f"replica {r} received the sum: optimizer_step's all-reduce averages over the replicas",
-        )
-        expect(
-            torch.allclose(g, whole, atol=1e-6),
-            f"replica {r} did not receive the global batch's gradient: every replica gets the mean",
-        )
-    losses = [torch.tensor(v) for v in (0.5, 0.25, 1.0)]
-    got = all_reduce_mean(losses)
-    expect(
-        len(got) == 3 and all(math.isclose(float(v), 0.5833333, rel_tol=1e-5) for v in got),
-        "three replicas' losses 0.5, 0.25 and 1.0 did not all become their mean",
-    )
+    model = nn.Linear(4, 1).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return model, optimizer, [(x.to(device), y.to(device)) for x, y in batches]
 
 
-@exercise("8.4", "validation accuracy over every replica")
-def _check_8_4(valid_accuracy):
-    # (correct, images) per batch, per replica: shards of 10 and 9 images, batches of 4
-    replicas = [[(4, 4), (3, 4), (0, 2)], [(4, 4), (4, 4), (1, 1)]]
-    correct, images = 16, 19
-    got = answer_of(valid_accuracy, replicas)
+def _c08_losses_on_cpu() -> list:
+    "The reference: each step's MSE loss, one SGD step per batch."
+    model, optimizer, batches = _c08_regression()
+    losses = []
+    for x, y in batches:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def _xla_step_losses(index, out):
+    "On one XLA device: the answer's losses, and the transfers to the host and graph runs it took."
+    step_losses = _ANSWER[-1]
+    import torch_xla
+    import torch_xla.debug.metrics as met
+
+    def counted(name):
+        data = met.metric_data(name)
+        return data[0] if data else 0
+
+    model, optimizer, batches = _c08_regression(torch_xla.device())
+    torch_xla.sync()  # the batches are on the device before the count starts
+    before = counted("TransferFromDeviceTime"), counted("ExecuteTime")
+    try:
+        losses = step_losses(model, batches, torch.nn.functional.mse_loss, optimizer)
+        losses = [v if isinstance(v, (int, float)) else type(v).__name__ for v in losses]
+        result = dict(
+            losses=losses,
+            transfers=counted("TransferFromDeviceTime") - before[0],
+            runs=counted("ExecuteTime") - before[1],
+        )
+    except Exception as e:
+        result = dict(
+            error=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:150] if str(e).strip() else ''}"
+        )
+    torch.save(result, out)
+
+
+@exercise("8.4", "the loss of every step, brought over once")
+def _check_8_4(step_losses):
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+
+    expect(callable(step_losses), f"the answer should be a function, not {type(step_losses).__name__}")
     expect(
-        isinstance(got, (int, float)) or isinstance(got, torch.Tensor) and got.numel() == 1,
-        f"valid_accuracy returned a {type(got).__name__}: return a number",
+        importlib.util.find_spec("torch_xla"), "torch_xla is not installed here: run this on a TPU runtime"
     )
-    got = float(got)
-    expect(got <= 1, f"the accuracy is {got:.3f}, above 1: divide by the number of images")
-    batch_means = [c / n for shard in replicas for c, n in shard]
+    with tempfile.TemporaryDirectory() as d:
+        result = _run_on_xla(step_losses, Path(d), replica="_xla_step_losses")
+    if "error" in result:
+        raise Wrong(f"your code raised {result['error']} on the XLA device")
+    losses, want = result["losses"], _c08_losses_on_cpu()
+    expect(len(losses) == 6, f"six steps gave {len(losses)} losses: return one per step")
+    odd = next((v for v in losses if isinstance(v, str)), None)
+    expect(odd is None, f"a loss came back as a {odd}: return Python floats")
     expect(
-        not math.isclose(got, sum(batch_means) / len(batch_means)),
-        "batch accuracies were averaged: a small last batch weighs as much as a full one",
+        all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6) for a, b in zip(losses, want)),
+        f"the losses {[round(v, 4) for v in losses]} are not those of one SGD step per batch "
+        f"{[round(v, 4) for v in want]}",
     )
-    shard_means = [sum(c for c, _ in s) / sum(n for _, n in s) for s in replicas]
     expect(
-        not math.isclose(got, sum(shard_means) / len(shard_means)),
-        "the replicas' accuracies were averaged: their shards hold different numbers of images",
+        result["runs"] >= 6,
+        f"the six steps ran as {'one graph' if result['runs'] == 1 else str(result['runs']) + ' graphs'}: "
+        "without torch_xla.sync() after each step the graph "
+        "grows with every step, and a run of another length compiles another",
     )
     expect(
-        math.isclose(got, correct / images, rel_tol=1e-6),
-        f"the accuracy is {got:.4f}: not the share of all validated images that are right",
-    )
-    always_right = [[(128, 128)] * 9 + [(98, 98)] for _ in range(8)]
-    expect(
-        math.isclose(float(valid_accuracy(always_right)), 1.0),
-        "a model that is always right on 8 replicas' shards should score exactly 1.0",
+        result["transfers"] <= 1,
+        f"the losses came to the host in {result['transfers']} transfers: each one waits for the device to "
+        "finish; keep the losses on the device and bring them over once",
     )
