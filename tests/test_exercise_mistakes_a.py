@@ -192,7 +192,9 @@ class MicroscopeUnwrapped(_MicroscopeBase):
 
 class MicroscopeInverted(_MicroscopeBase):
     def transform(self, inpt, params):
-        return tv_tensors.wrap(inpt * ~_circle(inpt, params["diameter"]), like=inpt) if params["apply"] else inpt
+        return (
+            tv_tensors.wrap(inpt * ~_circle(inpt, params["diameter"]), like=inpt) if params["apply"] else inpt
+        )
 
 
 class MicroscopeFixedSize(_MicroscopeBase):
@@ -1273,7 +1275,11 @@ WRONG = [
         MicroscopeDrawsPerInput,
         "two images in one call got different circles: draw the circle in make_params, once per call",
     ),
-    _case("2.1-ignores-p", MicroscopeAlways, "with p=0 the image changed: apply the microscope with probability p"),
+    _case(
+        "2.1-ignores-p",
+        MicroscopeAlways,
+        "with p=0 the image changed: apply the microscope with probability p",
+    ),
     _case(
         "2.1-plain-tensor-out",
         MicroscopeUnwrapped,
@@ -1289,7 +1295,9 @@ WRONG = [
         MicroscopeFixedSize,
         "every call drew the same circle: draw its size at random, once per call",
     ),
-    _case("2.1-float-mask", MicroscopeFloatMask, "the image came back as torch.float32: keep its dtype, uint8"),
+    _case(
+        "2.1-float-mask", MicroscopeFloatMask, "the image came back as torch.float32: keep its dtype, uint8"
+    ),
     _case(
         "2.1-plain-module",
         MicroscopeModule,
@@ -1361,9 +1369,14 @@ WRONG = [
     _case(
         "3.2-training-mode",
         auc_in_training_mode,
-        "fold_auc gave 0.7012, not 0.9131: the model was in training mode, so dropout changed its predictions",
+        "fold_auc gave 0.7012, not 0.9131: the model was in training mode, so dropout changed its "
+        "predictions",
     ),
-    _case("3.2-autograd-on", auc_with_autograd, "autograd recorded the predictions: predict under torch.no_grad()"),
+    _case(
+        "3.2-autograd-on",
+        auc_with_autograd,
+        "autograd recorded the predictions: predict under torch.no_grad()",
+    ),
     _case("3.2-auc-of-0-1-decisions", auc_of_decisions, "fold_auc gave 0.5703, the fold's AUC is 0.9131"),
     _case("3.2-tensor-returned", auc_as_tensor, "fold_auc returned a Tensor: return the AUC as a float"),
     _case("3.2-first-batch-only", auc_of_first_batch, "fold_auc gave 0.9667, the fold's AUC is 0.9131"),

@@ -3,7 +3,6 @@ names its mistake, and right answers written unlike the worked solutions pass.""
 
 import contextlib
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -769,7 +768,7 @@ def padded_batch_by_repeating(x, y, batch_size):
     return x[rows], y[rows], (torch.arange(batch_size) < len(x)).float()
 
 
-# --- 8.3: a metric without data-dependent shapes ------------------------------------------------------------
+# --- 8.3: a metric without data-dependent shapes --------------------------------------------------------
 
 
 @wrong(
@@ -822,7 +821,7 @@ def means_by_one_hot(logits, targets):
     return (logits[:, None] * onehot).sum(0) / onehot.sum(0)
 
 
-# --- 8.4: the loss of every step, brought over once ----------------------------------------------------------
+# --- 8.4: the loss of every step, brought over once -----------------------------------------------------
 
 
 @wrong(
@@ -984,225 +983,233 @@ def run_as_a_context(folder, config, losses, model_file):
     return run.id
 
 
-# --- 9.2: aliases for each model version -----------------------------------------------------------------
+# --- 9.2: a WandbLogger whose best checkpoint is found again ---------------------------------------------
+
+
+def _trainer(folder, max_epochs, checkpoint, **logger):
+    "A Trainer with a WandbLogger under `folder` (`logger` its arguments) and the callback `checkpoint`."
+    import pytorch_lightning as pl
+    from pytorch_lightning.loggers import WandbLogger
+
+    wandb_logger = WandbLogger(project="course-lib-exercise", save_dir=str(folder), **logger)
+    callbacks = [checkpoint] if checkpoint else []
+    return pl.Trainer(
+        max_epochs=max_epochs, logger=wandb_logger, callbacks=callbacks, enable_progress_bar=False
+    )
 
 
 @wrong(
     "9.2",
-    "compared-with-previous-epoch",
-    "epoch 4 got 'best' for beating epoch 3, but epoch 2 was higher: compare with the best so far, not "
-    "with the previous epoch",
+    "mode-left-min",
+    "the version aliased best is the checkpoint of epoch=0 (score 0.62), not of epoch=1, where valid_auc "
+    "peaked at 0.81: the ModelCheckpoint decides which is best",
 )
-def aliases_previous_epoch(rows):
-    out, previous = [], None
-    for row in rows:
-        a = [f"epoch-{row['epoch']}", "latest"]
-        if not math.isnan(row["valid_auc"]) and (previous is None or row["valid_auc"] > previous):
-            a.append("best")
-        previous = row["valid_auc"]
-        out.append(a)
-    return out
+def trainer_lowest_auc_best(folder, max_epochs):
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    return _trainer(folder, max_epochs, ModelCheckpoint(monitor="valid_auc"), log_model="all")
 
 
 @wrong(
     "9.2",
-    "only-overall-best",
-    "an epoch that beat every earlier one lacks 'best': when it was logged it was the best so far (a "
-    "later version takes the alias over)",
+    "nothing-monitored",
+    "the version aliased best is the checkpoint of epoch=2 (score none), not of epoch=1, where valid_auc "
+    "peaked at 0.81: the ModelCheckpoint decides which is best",
 )
-def aliases_overall_best(rows):
-    aucs = [r["valid_auc"] for r in rows]
-    top = max(a for a in aucs if not math.isnan(a))
-    return [[f"epoch-{r['epoch']}", "latest"] + (["best"] if r["valid_auc"] == top else []) for r in rows]
-
-
-@wrong("9.2", "tie-is-best", "a tie got 'best': only a strictly higher AUC is an improvement")
-def aliases_tie_is_best(rows):
-    out, best = [], None
-    for row in rows:
-        a = [f"epoch-{row['epoch']}", "latest"]
-        if not math.isnan(row["valid_auc"]) and (best is None or row["valid_auc"] >= best):
-            best = row["valid_auc"]
-            a.append("best")
-        out.append(a)
-    return out
-
-
-@wrong("9.2", "nan-unchecked", "a NaN AUC (a diverged validation) got 'best': NaN is never the best")
-def aliases_nan_unchecked(rows):
-    out, best = [], None
-    for row in rows:
-        a = [f"epoch-{row['epoch']}", "latest"]
-        if best is None or row["valid_auc"] > best:
-            best = row["valid_auc"]
-            a.append("best")
-        out.append(a)
-    return out
+def trainer_last_is_best(folder, max_epochs):
+    return _trainer(folder, max_epochs, None, log_model="all")
 
 
 @wrong(
-    "9.2", "epochs-counted-not-read", "the epoch numbers come from the rows: the first row here is epoch 0"
+    "9.2",
+    "no-log-model",
+    "the run holds no model artifact: a WandbLogger logs checkpoints only with log_model",
 )
-def aliases_counted_epochs(rows):
-    out, best = [], None
-    for i, row in enumerate(rows):
-        a = [f"epoch-{i + 1}", "latest"]
-        if not math.isnan(row["valid_auc"]) and (best is None or row["valid_auc"] > best):
-            best = row["valid_auc"]
-            a.append("best")
-        out.append(a)
-    return out
+def trainer_without_log_model(folder, max_epochs):
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    return _trainer(folder, max_epochs, ModelCheckpoint(monitor="valid_auc", mode="max"))
 
 
-@wrong("9.2", "latest-missing", "epoch 1's version lacks 'latest': every new version is the latest")
-def aliases_no_latest(rows):
-    out, best = [], None
-    for row in rows:
-        a = [f"epoch-{row['epoch']}"]
-        if not math.isnan(row["valid_auc"]) and (best is None or row["valid_auc"] > best):
-            best = row["valid_auc"]
-            a.append("best")
-        out.append(a)
-    return out
+@wrong("9.2", "csv-logger", "the Trainer's logger is a CSVLogger: give it a WandbLogger")
+def trainer_with_csv_logger(folder, max_epochs):
+    import pytorch_lightning as pl
+    from pytorch_lightning.loggers import CSVLogger
+
+    return pl.Trainer(max_epochs=max_epochs, logger=CSVLogger(str(folder)), enable_progress_bar=False)
 
 
-@right("9.2", "minus-infinity")
-def aliases_minus_infinity(rows):
-    "The best so far starts at minus infinity; a NaN compares False with it and never wins."
-    best, out = -math.inf, []
-    for row in rows:
-        better = row["valid_auc"] > best
-        best = max(best, row["valid_auc"]) if better else best
-        out.append({f"epoch-{row['epoch']}", "latest"} | ({"best"} if better else set()))
-    return out
+@right("9.2", "log-model-at-the-end")
+def trainer_logs_the_best_at_the_end(folder, max_epochs):
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    best = ModelCheckpoint(monitor="valid_auc", mode="max", filename="{epoch}-{valid_auc:.2f}")
+    return _trainer(folder, max_epochs, best, log_model=True)
 
 
-# --- 9.3: a cross-validation score from a group of runs --------------------------------------------------
+# --- 9.3: one run per fold, in one group ------------------------------------------------------------------
 
 
-def _epoch_aucs(run):
-    return [h["valid_auc"] for h in run["history"] if "valid_auc" in h]
+def _fold_runs(folder, histories, group, finish=True, **init):
+    "One offline run per fold with `init`'s arguments; finished unless told not to; their ids."
+    import wandb
 
-
-def _by_group(runs, score):
-    groups = {}
-    for run in runs:
-        groups.setdefault(run["run"]["group"], []).append(_epoch_aucs(run))
-    return {g: score(aucs) for g, aucs in groups.items()}
-
-
-@wrong("9.3", "last-epoch", "cv-b0: that is the mean of each run's last epoch: take each run's best epoch")
-def scores_last_epoch(runs):
-    return _by_group(runs, lambda aucs: sum(a[-1] for a in aucs) / len(aucs))
+    ids = []
+    for k, rows in enumerate(histories):
+        run = wandb.init(project="course-lib-exercise", dir=folder, mode="offline", **init)
+        for row in rows:
+            run.log(row)
+        ids.append(run.id)
+        if finish:
+            run.finish()
+    return ids
 
 
 @wrong(
-    "9.3", "every-epoch", "cv-b0: that averages every epoch of every run: take each run's best epoch first"
+    "9.3",
+    "one-run-for-all-folds",
+    "3 folds were recorded as 1 run(s): start a run for each fold and finish it before the next",
 )
-def scores_every_epoch(runs):
-    return _by_group(runs, lambda aucs: float(np.mean([x for a in aucs for x in a])))
+def folds_in_one_run(folder, histories, group):
+    import wandb
+
+    run = wandb.init(project="course-lib-exercise", dir=folder, mode="offline", group=group)
+    for rows in histories:
+        for row in rows:
+            run.log(row)
+    run.finish()
+    return [run.id]
+
+
+@wrong("9.3", "no-group", "the runs' groups are ['']: pass group=group to every run")
+def folds_without_group(folder, histories, group):
+    import wandb
+
+    ids = []
+    for k, rows in enumerate(histories):
+        run = wandb.init(
+            project="course-lib-exercise", dir=folder, mode="offline", name=f"fold-{k}", config={"fold": k}
+        )
+        for row in rows:
+            run.log(row)
+        ids.append(run.id)
+        run.finish()
+    return ids
+
+
+@wrong("9.3", "never-finished", "a run is still open when log_folds returns: finish each fold's run")
+def folds_never_finished(folder, histories, group):
+    import wandb
+
+    ids = []
+    for k, rows in enumerate(histories):
+        run = wandb.init(
+            project="course-lib-exercise", dir=folder, mode="offline", group=group, name=f"fold-{k}"
+        )
+        for row in rows:
+            run.log(row)
+        ids.append(run.id)
+    return ids
 
 
 @wrong(
-    "9.3", "single-best-epoch", "cv-b0: that is the group's single best epoch: average the runs' best epochs"
+    "9.3",
+    "folds-numbered-from-one",
+    "the runs' configs hold the folds [1, 2, 3]: give each run config fold=k",
 )
-def scores_single_best(runs):
-    return _by_group(runs, lambda aucs: max(x for a in aucs for x in a))
+def folds_from_one(folder, histories, group):
+    import wandb
+
+    ids = []
+    for k, rows in enumerate(histories, 1):
+        run = wandb.init(
+            project="course-lib-exercise",
+            dir=folder,
+            mode="offline",
+            group=group,
+            name=f"fold-{k}",
+            config={"fold": k},
+        )
+        for row in rows:
+            run.log(row)
+        ids.append(run.id)
+        run.finish()
+    return ids
 
 
-@wrong("9.3", "groups-ignored", "the groups are cv-b0 and lr-sweep, got ['all']")
-def scores_no_groups(runs):
-    bests = [max(_epoch_aucs(r)) for r in runs]
-    return {"all": sum(bests) / len(bests)}
+@right("9.3", "context-manager-and-settings")
+def folds_as_context_managers(folder, histories, group):
+    import wandb
+
+    ids = []
+    for k, rows in enumerate(histories):
+        settings = wandb.Settings(mode="offline", run_group=group, run_name=f"fold-{k}")
+        with wandb.init(
+            project="course-lib-exercise", dir=folder, settings=settings, config={"fold": k}
+        ) as run:
+            for row in rows:
+                run.log(row)
+            ids.append(run.id)
+    return ids
 
 
-@wrong("9.3", "step-rows-read", "your code raised KeyError: 'valid_auc'")
-def scores_step_rows_read(runs):
-    bests = {}
-    for run in runs:
-        bests.setdefault(run["run"]["group"], []).append(max(h["valid_auc"] for h in run["history"]))
-    return {g: sum(b) / len(b) for g, b in bests.items()}
+# --- 9.4: the worst mistakes, as a W&B Table ---------------------------------------------------------------
 
 
-@right("9.3", "pandas-groupby")
-def scores_with_pandas(runs):
-    "A long table of epoch rows, the best per run, then the mean per group."
-    rows = [
-        {"group": r["run"]["group"], "name": r["run"]["name"], "auc": h["valid_auc"]}
-        for r in runs
-        for h in r["history"]
-        if "valid_auc" in h
-    ]
-    best = pd.DataFrame(rows).groupby(["group", "name"]).auc.max()
-    return best.groupby(level="group").mean().to_dict()
+def _table_run(folder, rows, key="mistakes", columns=("image_name", "target", "prob", "error")):
+    "An offline run that logs `rows` as a wandb.Table under `key`; its id."
+    import wandb
+
+    run = wandb.init(project="course-lib-exercise", dir=folder, mode="offline")
+    run.log({key: wandb.Table(columns=list(columns), data=rows)})
+    run.finish()
+    return run.id
 
 
-# --- 9.4: the band of a group ----------------------------------------------------------------------------
-
-
-@wrong("9.4", "plain-dataframe", "your code raised ValueError: All arrays must be of the same length")
-def band_plain_frame(losses):
-    table = pd.DataFrame(losses)
-    return pd.DataFrame({"mean": table.mean(axis=1), "min": table.min(axis=1), "max": table.max(axis=1)})
-
-
-@wrong(
-    "9.4",
-    "cut-to-shortest-run",
-    "the band has 3 epochs, the longest run logged 5: keep every epoch a run logged",
-)
-def band_shortest(losses):
-    rows = [list(epoch) for epoch in zip(*losses.values())]
-    return pd.DataFrame([{"mean": np.mean(r), "min": min(r), "max": max(r)} for r in rows])
-
-
-@wrong(
-    "9.4",
-    "missing-epochs-as-zero",
-    "epoch 3's mean counts core-2, which stopped after 3 epochs, as 0: average only the runs that logged "
-    "that epoch",
-)
-def band_zero_filled(losses):
-    table = pd.DataFrame({k: pd.Series(v) for k, v in losses.items()}).fillna(0)
-    return pd.DataFrame({"mean": table.mean(axis=1), "min": table.min(axis=1), "max": table.max(axis=1)})
-
-
-@wrong("9.4", "epochs-from-one", "the index is [1, 2, 3, 4, 5]: the epochs 0 to 4")
-def band_from_one(losses):
-    table = pd.DataFrame({k: pd.Series(v) for k, v in losses.items()})
-    band = pd.DataFrame({"mean": table.mean(axis=1), "min": table.min(axis=1), "max": table.max(axis=1)})
-    band.index = band.index + 1
-    return band
+def _rows(names, targets, probs, error=lambda t, p: abs(t - p)):
+    return [[n, t, p, error(t, p)] for n, t, p in zip(names, targets, probs)]
 
 
 @wrong(
     "9.4",
-    "describe-columns",
-    "the columns are ['count', 'mean', 'std', 'min', '25%', '50%', '75%', 'max']: want mean, min and max",
+    "best-first",
+    "the rows come in the order ['ISIC_0000007', 'ISIC_0000001', 'ISIC_0000002']: the worst mistake first",
 )
-def band_describe(losses):
-    table = pd.DataFrame({k: pd.Series(v) for k, v in losses.items()})
-    return table.T.describe().T
+def mistakes_ascending(folder, names, targets, probs, k):
+    return _table_run(folder, sorted(_rows(names, targets, probs), key=lambda r: r[3])[-k:])
 
 
-@right("9.4", "epoch-rows")
-def band_by_epoch_rows(losses):
-    "One row per epoch, built from the runs that got that far."
-    rows = []
-    for epoch in range(max(len(v) for v in losses.values())):
-        vals = [v[epoch] for v in losses.values() if epoch < len(v)]
-        rows.append({"mean": sum(vals) / len(vals), "min": min(vals), "max": max(vals)})
-    return pd.DataFrame(rows)
+@wrong(
+    "9.4",
+    "signed-error",
+    "the table holds ['ISIC_0000001', 'ISIC_0000006', 'ISIC_0000004']: not the 3 images whose probability "
+    "is furthest from their target",
+)
+def mistakes_signed(folder, names, targets, probs, k):
+    rows = _rows(names, targets, probs, error=lambda t, p: t - p)
+    return _table_run(folder, sorted(rows, key=lambda r: r[3], reverse=True)[:k])
 
 
-@right("9.4", "long-table-groupby")
-def band_long_table(losses):
-    "A long table of (epoch, loss), grouped by epoch."
-    pairs = [(epoch, x) for v in losses.values() for epoch, x in enumerate(v)]
-    long = pd.DataFrame(pairs, columns=["epoch", "loss"])
-    band = long.groupby("epoch").loss.agg(["mean", "min", "max"])
-    band.index.name = None
-    return band
+@wrong("9.4", "every-image", "the table holds 8 rows for k=3: the k worst mistakes only")
+def mistakes_all_rows(folder, names, targets, probs, k):
+    return _table_run(folder, sorted(_rows(names, targets, probs), key=lambda r: r[3], reverse=True))
+
+
+@wrong("9.4", "other-key", "the run logged the table(s) ['worst']: log one, under the key mistakes")
+def mistakes_under_another_key(folder, names, targets, probs, k):
+    rows = sorted(_rows(names, targets, probs), key=lambda r: r[3], reverse=True)[:k]
+    return _table_run(folder, rows, key="worst")
+
+
+@right("9.4", "from-a-dataframe")
+def mistakes_from_dataframe(folder, names, targets, probs, k):
+    import wandb
+
+    df = pd.DataFrame({"image_name": names, "target": targets, "prob": probs})
+    df["error"] = (df.target - df.prob).abs()
+    with wandb.init(project="course-lib-exercise", dir=folder, mode="offline") as run:
+        run.log({"mistakes": wandb.Table(dataframe=df.nlargest(k, "error"))})
+        return run.id
 
 
 # --- 10.1: test-time augmentation with a left-right flip -------------------------------------------------
@@ -1585,19 +1592,6 @@ def smallest_any_size(model, loss_fn, x, y, tolerance):
 def shard_rank_ignored(items, world, rank):
     padded = list(items) + list(items)[: (-len(items)) % world]
     return padded[0::world]
-
-
-@wrong(
-    "9.3",
-    "best-epoch-of-the-mean-curve",
-    "that is the best epoch of the runs' mean curve: average the runs' own best epochs",
-)
-def scores_of_mean_curve(runs):
-    groups = {}
-    for run in runs:
-        aucs = [h["valid_auc"] for h in run["history"] if "valid_auc" in h]
-        groups.setdefault(run["run"]["group"], []).append(aucs)
-    return {g: max(sum(e) / len(e) for e in zip(*curves)) for g, curves in groups.items()}
 
 
 @wrong(

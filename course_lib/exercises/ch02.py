@@ -29,13 +29,17 @@ def _check_2_1(microscope):
     image = tv_tensors.Image(torch.full((3, 40, 60), 200, dtype=torch.uint8))
     out = answer_of(microscope(p=1.0), image)
     expect(torch.is_tensor(out), f"Microscope returned a {type(out).__name__} for an image: return the image")
-    expect(tuple(out.shape) == (3, 40, 60), f"the image came back with shape {tuple(out.shape)}, not (3, 40, 60)")
+    expect(
+        tuple(out.shape) == (3, 40, 60), f"the image came back with shape {tuple(out.shape)}, not (3, 40, 60)"
+    )
     expect(out.dtype == torch.uint8, f"the image came back as {out.dtype}: keep its dtype, uint8")
     expect(
         isinstance(out, tv_tensors.Image),
         "an Image went in and a plain tensor came out: wrap the result like its input (tv_tensors.wrap)",
     )
-    expect(int(out[:, 20, 30].min()) == 200, "the centre of the image changed: keep what is inside the circle")
+    expect(
+        int(out[:, 20, 30].min()) == 200, "the centre of the image changed: keep what is inside the circle"
+    )
     expect(int(out[:, 0, 0].max()) == 0 and int(out[:, -1, -1].max()) == 0, "the corners are not black")
     kept = [int((answer_of(microscope(p=1.0), image)[0] > 0).sum()) for _ in range(30)]
     low, high = math.pi * (0.8 * 20) ** 2, math.pi * 20**2

@@ -261,7 +261,9 @@ def _check_7_4(compile_blocks):
     torch._dynamo.reset()
     with _c07_quiet():
         got = answer_of(compile_blocks, model, backend)
-        expect(isinstance(got, nn.Module), f"compile_blocks returned a {type(got).__name__}: return the model")
+        expect(
+            isinstance(got, nn.Module), f"compile_blocks returned a {type(got).__name__}: return the model"
+        )
         out = answer_of(got, x)
     compiled_elsewhere = any(getattr(b, "_compiled_call_impl", None) for b in model.blocks)
     expect(

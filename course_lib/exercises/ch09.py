@@ -7,7 +7,7 @@ Docs: https://course-lib.github.io/course_lib/exercises/ch09.html.md"""
 # %% ../../nbs/exercises/ch09.ipynb #x0902
 from __future__ import annotations
 import math
-from . import Wrong, answer_of, close, exercise, expect
+from . import answer_of, close, exercise, expect
 
 # %% auto #0
 __all__ = []
@@ -75,136 +75,200 @@ def _check_9_1(log_run):
         )
 
 
-@exercise("9.2", "aliases for each model version")
-def _check_9_2(version_aliases):
-    def aliases(aucs, first=1):
-        rows = [{"epoch": first + i, "valid_auc": a} for i, a in enumerate(aucs)]
-        got = answer_of(version_aliases, rows)
-        expect(len(got) == len(rows), f"{len(rows)} epochs gave {len(got)} alias lists: one per epoch")
-        return [set(a) for a in got]
-
-    got = aliases([0.6, 0.8, 0.7, 0.75, 0.9])
-    for i, a in enumerate(got):
-        expect(f"epoch-{i + 1}" in a, f"epoch {i + 1}'s version lacks the alias 'epoch-{i + 1}'")
-        expect("latest" in a, f"epoch {i + 1}'s version lacks 'latest': every new version is the latest")
-        expect(a <= {f"epoch-{i + 1}", "latest", "best"}, f"epoch {i + 1} got unexpected aliases {sorted(a)}")
-    best = [i + 1 for i, a in enumerate(got) if "best" in a]
-    expect(
-        1 in best and 2 in best,
-        "an epoch that beat every earlier one lacks 'best': when it was logged it "
-        "was the best so far (a later version takes the alias over)",
-    )
-    expect(3 not in best, "epoch 3 (AUC 0.7, worse than 0.8) got 'best'")
-    expect(
-        4 not in best,
-        "epoch 4 got 'best' for beating epoch 3, but epoch 2 was higher: compare with the "
-        "best so far, not with the previous epoch",
-    )
-    expect(5 in best, "epoch 5 (AUC 0.9, the highest) lacks 'best'")
-    got = aliases([0.7, 0.7], first=0)
-    expect("epoch-0" in got[0], "the epoch numbers come from the rows: the first row here is epoch 0")
-    expect("best" not in got[1], "a tie got 'best': only a strictly higher AUC is an improvement")
-    got = aliases([math.nan, 0.5, 0.4, math.nan, 0.6])
-    expect("best" not in got[0], "a NaN AUC (a diverged validation) got 'best': NaN is never the best")
-    expect("best" in got[1], "after a NaN epoch, the first real AUC should get 'best'")
-    expect("best" not in got[3], "a NaN AUC (a diverged validation) got 'best': NaN is never the best")
-    expect("best" in got[4], "epoch 5 (AUC 0.6, the highest) lacks 'best'")
+def _c09_env(d) -> dict:
+    "W&B's folders inside the check's own folder; recording offline: no connection, ever."
+    env = {k: str(d / k.lower()) for k in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR")}
+    return env | dict(WANDB_MODE="offline", WANDB_SILENT="true")
 
 
-def _run_9(group, name, aucs, step0=0):
-    "A run as read_offline_run gives it: step rows (running loss) between epoch rows."
-    history, step = [], step0
-    for epoch, auc in enumerate(aucs):
-        for _ in range(2):
-            step += 25
-            history.append({"_step": step, "train_loss_running": 0.5 / (step + 1)})
-        history.append(
-            {"_step": step, "epoch": epoch, "train_loss": 0.3, "valid_loss": 0.4, "valid_auc": auc}
-        )
-    return {"run": {"group": group, "name": name, "id": name}, "config": {}, "history": history}
+def _c09_finish_open_run() -> bool:
+    "Finish a run an answer left open (a later run would join it); whether there was one."
+    import wandb
+
+    open_run = wandb.run is not None
+    if open_run:
+        wandb.finish()
+    return open_run
 
 
-@exercise("9.3", "a cross-validation score from a group of runs")
-def _check_9_3(group_scores):
-    folds = {
-        f"fold-{i}": aucs
-        for i, aucs in enumerate(
-            [
-                [0.61, 0.70, 0.66],
-                [0.58, 0.64, 0.69],
-                [0.72, 0.68, 0.65],
-                [0.60, 0.67, 0.71],
-                [0.55, 0.62, 0.63],
-            ]
-        )
-    }
-    other = {"lr-1e-3": [0.50, 0.80, 0.52], "lr-1e-4": [0.57, 0.59, 0.60]}
-    runs = [_run_9("cv-b0", n, a) for n, a in folds.items()] + [
-        _run_9("lr-sweep", n, a) for n, a in other.items()
-    ]
-    runs = [runs[i] for i in (5, 0, 3, 1, 6, 4, 2)]  # groups interleaved, as the folder's order gives them
-    got = answer_of(group_scores, runs)
-    expect(
-        isinstance(got, dict), f"group_scores returned a {type(got).__name__}: return a dict group -> score"
-    )
-    expect(set(got) == {"cv-b0", "lr-sweep"}, f"the groups are cv-b0 and lr-sweep, got {sorted(got)}")
+def _c09_runs(folder) -> list:
+    "Every offline run recorded under `folder`, read back, oldest first."
+    from pathlib import Path
+    from course_lib.offline_runs import read_offline_run
 
-    def mean(xs):
-        return sum(xs) / len(xs)
-
-    groups = (("cv-b0", folds), ("lr-sweep", other))
-    if all(close(got[g], max(mean(e) for e in zip(*r.values())), 1e-9) for g, r in groups):
-        raise Wrong("that is the best epoch of the runs' mean curve: average the runs' own best epochs")
-    for group, runs_of in groups:
-        score = got[group]
-        if close(score, mean([a[-1] for a in runs_of.values()]), 1e-9):
-            raise Wrong(f"{group}: that is the mean of each run's last epoch: take each run's best epoch")
-        if close(score, mean([x for a in runs_of.values() for x in a]), 1e-9):
-            raise Wrong(f"{group}: that averages every epoch of every run: take each run's best epoch first")
-        if close(score, max(x for a in runs_of.values() for x in a), 1e-9):
-            raise Wrong(f"{group}: that is the group's single best epoch: average the runs' best epochs")
-        expect(
-            close(score, mean([max(a) for a in runs_of.values()]), 1e-9),
-            f"{group} scored {score}, which is not the mean of its runs' best validation AUCs",
-        )
+    return [read_offline_run(r, timeout=30) for r in sorted(Path(folder).rglob("offline-run-*"))]
 
 
-@exercise("9.4", "the band of a group")
-def _check_9_4(group_band):
-    import pandas as pd
+_C09_AUCS = (0.62, 0.81, 0.74)  # the scripted module's valid_auc per epoch: epoch 1 is the best
 
-    losses = {
-        "core-0": [0.9, 0.7, 0.6, 0.55, 0.5],
-        "core-1": [1.0, 0.8, 0.65, 0.6, 0.52],
-        "core-2": [0.8, 0.75, 0.7],
-        "core-3": [0.95, 0.72, 0.61, 0.58, 0.49],
-    }
-    band = answer_of(group_band, losses)
-    expect(isinstance(band, pd.DataFrame), f"group_band returned a {type(band).__name__}: return a DataFrame")
-    expect(
-        set(band.columns) == {"mean", "min", "max"},
-        f"the columns are {list(band.columns)}: want mean, min and max",
-    )
-    expect(
-        len(band) == 5,
-        f"the band has {len(band)} epochs, the longest run logged 5: keep every epoch a run logged",
-    )
-    expect(list(band.index) == list(range(5)), f"the index is {list(band.index)}: the epochs 0 to 4")
-    for epoch in range(5):
-        vals = [v[epoch] for v in losses.values() if len(v) > epoch]
-        row = band.loc[epoch]
-        for col, want in (("mean", sum(vals) / len(vals)), ("min", min(vals)), ("max", max(vals))):
-            if (
-                epoch >= 3
-                and col != "max"
-                and close(float(row[col]), {"mean": sum(vals) / 4, "min": 0}[col], 1e-9)
-            ):
-                raise Wrong(
-                    f"epoch {epoch}'s {col} counts core-2, which stopped after 3 epochs, as 0: "
-                    "average only the runs that logged that epoch"
+
+def _c09_scripted_module():
+    "A LightningModule that trains a linear model and logs the valid_auc of _C09_AUCS, one per epoch."
+    import pytorch_lightning as pl
+    import torch
+
+    class Scripted(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(3, 1)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.net(x), y)
+
+        def validation_step(self, batch, batch_idx):
+            pass
+
+        def on_validation_epoch_end(self):
+            self.log("valid_auc", _C09_AUCS[self.current_epoch])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    return Scripted()
+
+
+def _c09_loaders():
+    "Training and validation loaders of 16 examples, batches of 8."
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(16, 3, generator=g), torch.randn(16, 1, generator=g))
+    return DataLoader(data, batch_size=8), DataLoader(data, batch_size=8)
+
+
+@exercise("9.2", "a WandbLogger whose best checkpoint is found again")
+def _check_9_2(tracked_trainer):
+    import os
+    import tempfile
+    from pathlib import Path
+    from unittest import mock
+    import pytorch_lightning as pl
+    from pytorch_lightning.loggers import WandbLogger
+
+    _c09_finish_open_run()
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        with mock.patch.dict(os.environ, _c09_env(d)):
+            try:
+                trainer = answer_of(tracked_trainer, d / "runs", len(_C09_AUCS))
+                expect(
+                    isinstance(trainer, pl.Trainer),
+                    f"tracked_trainer returned a {type(trainer).__name__}: return the pl.Trainer",
                 )
-            expect(
-                close(float(row[col]), want, 1e-9),
-                f"epoch {epoch}'s {col} is {float(row[col]):.4f}, "
-                f"not the {col} over the runs that logged epoch {epoch}",
-            )
+                expect(
+                    isinstance(trainer.logger, WandbLogger),
+                    f"the Trainer's logger is a {type(trainer.logger).__name__}: give it a WandbLogger",
+                )
+                trainer.fit(_c09_scripted_module(), *_c09_loaders())
+            finally:
+                _c09_finish_open_run()
+        runs = _c09_runs(d / "runs")
+        expect(runs, "no W&B run in the folder: give the WandbLogger save_dir=folder")
+        models = [a for r in runs for a in r["artifacts"] if a["type"] == "model"]
+        expect(models, "the run holds no model artifact: a WandbLogger logs checkpoints only with log_model")
+        named_best = [a for a in models if "best" in a["aliases"]]
+        expect(named_best, "no version of the model carries the alias best")
+        best = named_best[-1]  # the version that the alias names after the last log call
+        epoch = best["metadata"].get("original_filename", "?").split("-")[0]
+        score = best["metadata"].get("score")
+        shown = "none" if score is None else f"{score:.2f}"
+        expect(
+            score is not None and math.isclose(score, max(_C09_AUCS), rel_tol=1e-5),
+            f"the version aliased best is the checkpoint of {epoch} (score {shown}), not of epoch=1, where "
+            "valid_auc peaked at 0.81: the ModelCheckpoint decides which is best",
+        )
+
+
+@exercise("9.3", "one run per fold, in one group")
+def _check_9_3(log_folds):
+    import os
+    import tempfile
+    from pathlib import Path
+    from unittest import mock
+
+    histories = [
+        [dict(epoch=e, valid_auc=auc) for e, auc in enumerate(fold)]
+        for fold in ((0.71, 0.78, 0.80), (0.69, 0.83, 0.81), (0.74, 0.76, 0.79))
+    ]
+    _c09_finish_open_run()
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        with mock.patch.dict(os.environ, _c09_env(d)):
+            try:
+                ids = answer_of(log_folds, d / "runs", [list(h) for h in histories], "cv-b0-256")
+            finally:
+                still_open = _c09_finish_open_run()
+        expect(not still_open, "a run is still open when log_folds returns: finish each fold's run")
+        runs = _c09_runs(d / "runs")
+        expect(
+            len(runs) == 3,
+            f"3 folds were recorded as {len(runs)} run(s): start a run for each fold and finish it "
+            "before the next",
+        )
+        groups = sorted({r["run"]["group"] for r in runs})
+        expect(groups == ["cv-b0-256"], f"the runs' groups are {groups}: pass group=group to every run")
+        runs.sort(key=lambda r: r["config"].get("fold", -1))
+        folds = [r["config"].get("fold") for r in runs]
+        expect(folds == [0, 1, 2], f"the runs' configs hold the folds {folds}: give each run config fold=k")
+        names = [r["run"]["name"] for r in runs]
+        expect(names == ["fold-0", "fold-1", "fold-2"], f"the runs are named {names}: name them fold-0, ...")
+        for k, (run, rows) in enumerate(zip(runs, histories)):
+            got = [h["valid_auc"] for h in run["history"] if "valid_auc" in h]
+            want = [r["valid_auc"] for r in rows]
+            expect(close(got, want), f"fold-{k}'s run holds the AUCs {got}, its epochs had {want}")
+        expect(
+            isinstance(ids, (list, tuple)) and sorted(ids) == sorted(r["run"]["id"] for r in runs),
+            f"log_folds returned {ids!r}: return the runs' ids, one per fold",
+        )
+
+
+@exercise("9.4", "the worst mistakes, as a W&B Table")
+def _check_9_4(log_mistakes):
+    import json
+    import os
+    import tempfile
+    from pathlib import Path
+    from unittest import mock
+
+    names = [f"ISIC_{i:07d}" for i in range(8)]
+    targets = [0, 1, 0, 0, 1, 0, 1, 0]
+    probs = [0.10, 0.15, 0.92, 0.30, 0.88, 0.05, 0.45, 0.61]
+    errors = [abs(t - p) for t, p in zip(targets, probs)]
+    order = sorted(range(8), key=lambda i: -errors[i])[:3]
+    want = [[names[i], targets[i], probs[i], errors[i]] for i in order]
+    _c09_finish_open_run()
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        with mock.patch.dict(os.environ, _c09_env(d)):
+            try:
+                run_id = answer_of(log_mistakes, d / "runs", list(names), list(targets), list(probs), 3)
+            finally:
+                still_open = _c09_finish_open_run()
+        expect(not still_open, "the run is still open when log_mistakes returns: finish it")
+        runs = _c09_runs(d / "runs")
+        expect(runs, "no offline run in the folder: start one with dir=folder")
+        tables = sorted((d / "runs").rglob("files/media/table/*.table.json"))
+        keys = [t.name.split("_")[0] for t in tables]
+        expect(tables, "the run holds no table: log a wandb.Table")
+        expect(keys == ["mistakes"], f"the run logged the table(s) {keys}: log one, under the key mistakes")
+        table = json.loads(tables[0].read_text())
+        columns = table.get("columns")
+        expect(
+            columns == ["image_name", "target", "prob", "error"],
+            f"the table's columns are {columns}: image_name, target, prob, error",
+        )
+        rows = table.get("data", [])
+        expect(len(rows) == 3, f"the table holds {len(rows)} rows for k=3: the k worst mistakes only")
+        got = [r[0] for r in rows]
+        expect(
+            sorted(got) == sorted(r[0] for r in want),
+            f"the table holds {got}: not the 3 images whose probability is furthest from their target",
+        )
+        expect(got == [r[0] for r in want], f"the rows come in the order {got}: the worst mistake first")
+        expect(
+            all(close(r[1:], w[1:]) for r, w in zip(rows, want)),
+            "a row's target, prob or error is not the image's own: error is |target - prob|",
+        )
+        expect(run_id == runs[0]["run"]["id"], f"log_mistakes returned {run_id!r}, not the run's id")
