@@ -3,7 +3,6 @@ names its mistake, and right answers written unlike the worked solutions pass.""
 
 import contextlib
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -1354,197 +1353,143 @@ def ece_by_bincount(probs, labels, n_bins=10):
     return float(np.sum(np.abs(pred[held] - true[held])) / len(probs))
 
 
-# --- 10.3: the threshold for 90% sensitivity -------------------------------------------------------------
-
-
-def _melanomas(probs, labels):
-    return np.sort(np.asarray(probs)[np.asarray(labels) == 1])[::-1]
+# --- 10.3: a model that runs without its class ------------------------------------------------------------
 
 
 @wrong(
     "10.3",
-    "np-quantile",
-    "15 melanomas, sensitivity 0.9: at your threshold only 87% of the melanomas are flagged, below 90%",
+    "batch-size-fixed",
+    "the exported model takes only batches of 4, the example's size: declare the batch dimension dynamic",
 )
-def threshold_quantile(probs, labels, sensitivity=0.9):
-    return float(np.quantile(probs[labels == 1], 1 - sensitivity))
+def export_static(model, example):
+    model.eval()
+    return torch.export.export(model, (example,))
 
 
 @wrong(
     "10.3",
-    "index-one-past",
-    "15 melanomas, sensitivity 0.9: a higher threshold still flags 93% of the melanomas: take the "
-    "highest threshold that reaches the sensitivity",
+    "training-mode",
+    "the exported model's outputs differ from the model's in eval mode: export it in eval mode, where "
+    "BatchNorm uses its running statistics and dropout is off",
 )
-def threshold_one_past(probs, labels, sensitivity=0.9):
-    pos = _melanomas(probs, labels)
-    k = next(k for k in range(1, len(pos) + 1) if k / len(pos) >= sensitivity)
-    return float(pos[min(k, len(pos) - 1)])
+def export_in_training_mode(model, example):
+    return torch.export.export(model, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
 
 
 @wrong(
     "10.3",
-    "count-rounded-down",
-    "15 melanomas, sensitivity 0.9: at your threshold only 87% of the melanomas are flagged, below 90%",
+    "torchscript-trace",
+    "export_model returned a TopLevelTracedModule: return what torch.export.export returns",
 )
-def threshold_rounded_down(probs, labels, sensitivity=0.9):
-    pos = _melanomas(probs, labels)
-    return float(pos[int(sensitivity * len(pos)) - 1])
+def export_by_jit_trace(model, example):
+    return torch.jit.trace(model.eval(), example)
 
 
-@wrong(
-    "10.3",
-    "labels-ignored",
-    "15 melanomas, sensitivity 0.9: a higher threshold still flags 100% of the melanomas: take the "
-    "highest threshold that reaches the sensitivity",
-)
-def threshold_labels_ignored(probs, labels, sensitivity=0.9):
-    everything = np.sort(np.asarray(probs))[::-1]
-    k = next(k for k in range(1, len(everything) + 1) if k / len(everything) >= sensitivity)
-    return float(everything[k - 1])
+@right("10.3", "dim-auto-by-name")
+def export_with_auto_dim(model, example):
+    return torch.export.export(model.eval(), (example,), dynamic_shapes={"input": {0: torch.export.Dim.AUTO}})
 
 
-@wrong(
-    "10.3",
-    "sensitivity-ignored",
-    "20 melanomas, sensitivity 0.75: a higher threshold still flags 85% of the melanomas: take the "
-    "highest threshold that reaches the sensitivity",
-)
-def threshold_fixed_sensitivity(probs, labels, sensitivity=0.9):
-    pos = _melanomas(probs, labels)
-    k = next(k for k in range(1, len(pos) + 1) if k / len(pos) >= 0.9)
-    return float(pos[k - 1])
+# --- 10.4: how sure the fold's AUC is ----------------------------------------------------------------------
 
 
-@wrong("10.3", "default-not-0.9", "sensitivity should default to 0.9")
-def threshold_other_default(probs, labels, sensitivity=0.95):
-    pos = _melanomas(probs, labels)
-    k = next(k for k in range(1, len(pos) + 1) if k / len(pos) >= sensitivity)
-    return float(pos[k - 1])
+def _bootstrap(targets, probs, n_boot, rng, percents=(2.5, 97.5), replace=True, skip=True, paired=True):
+    "A bootstrap interval of the AUC, with the mistakes as switches."
+    from sklearn.metrics import roc_auc_score
 
-
-@right("10.3", "candidate-thresholds")
-def threshold_candidates(probs, labels, sensitivity=0.9):
-    "Tries the melanomas' own probabilities from the highest down."
-    pos = probs[labels == 1]
-    candidates = sorted(set(pos.tolist()), reverse=True)
-    return next(float(t) for t in candidates if (pos >= t).mean() >= sensitivity)
-
-
-@right("10.3", "ascending-sort")
-def threshold_ascending(probs, labels, sensitivity=0.9):
-    "Sorted from low to high, the k highest start at index n - k."
-    pos = np.sort(probs[labels.astype(bool)])
-    k = math.ceil(sensitivity * len(pos) - 1e-9)
-    return pos[len(pos) - k].item()
-
-
-# --- 10.4: writing submission.csv ------------------------------------------------------------------------
-
-
-def _left_merged(preds, test):
-    return test[["image_name"]].merge(preds[["image_name", "target"]], on="image_name", how="left")
+    aucs = []
+    for _ in range(n_boot):
+        n = len(targets)
+        i = rng.integers(0, n, n) if replace else rng.permutation(n)
+        j = i if paired else rng.integers(0, n, n)
+        if skip and not 0 < targets[i].sum() < n:
+            continue
+        aucs.append(roc_auc_score(targets[i], probs[j]))
+    low, high = np.percentile(aucs, percents)
+    return low, high
 
 
 @wrong(
     "10.4",
-    "index-written",
-    "the file has an extra first column, the DataFrame's index: write it with index=False",
+    "one-class-kept",
+    "the interval is (nan, nan): a resample without a melanoma has no AUC, skip resamples with one class",
 )
-def submission_with_index(preds, test, out):
-    sub = _left_merged(preds, test)
-    if sub.target.isna().any():
-        raise ValueError("missing prediction")
-    sub.to_csv(out)
-    return out
+def interval_one_class_kept(targets, probs, n_boot=1000, seed=0):
+    return _bootstrap(targets, probs, n_boot, np.random.default_rng(seed), skip=False)
+
+
+@wrong("10.4", "without-replacement", "the interval has no width: resample the images with replacement")
+def interval_without_replacement(targets, probs, n_boot=1000, seed=0):
+    return _bootstrap(targets, probs, n_boot, np.random.default_rng(seed), replace=False)
 
 
 @wrong(
     "10.4",
-    "every-prediction-written",
-    "7 rows for 6 test images: one row per test.csv row, and none for images that are not in it",
+    "labels-and-probabilities-apart",
+    "the interval (0.214, 0.802) is centred near 0.5, away from the fold's AUC 0.858: resample each "
+    "image's target and probability together",
 )
-def submission_all_predictions(preds, test, out):
-    preds[["image_name", "target"]].to_csv(out, index=False)
-    return out
+def interval_unpaired(targets, probs, n_boot=1000, seed=0):
+    return _bootstrap(targets, probs, n_boot, np.random.default_rng(seed), paired=False)
 
 
 @wrong(
     "10.4",
-    "matched-by-position",
-    "some images got another image's prediction: match the predictions to test.csv by image_name, not by "
-    "position",
+    "ninety-percent",
+    "(0.702, 1.000) is narrower than the 95% interval (0.651, 1.000): take the 2.5th and 97.5th percentiles",
 )
-def submission_by_position(preds, test, out):
-    sub = test.assign(target=preds.target.to_numpy()[: len(test)])
-    sub[["image_name", "target"]].to_csv(out, index=False)
-    return out
-
-
-@wrong("10.4", "predictions-order", "the rows are not in test.csv's order")
-def submission_preds_order(preds, test, out):
-    sub = preds[["image_name", "target"]].merge(test[["image_name"]], on="image_name")
-    if len(sub) < len(test):
-        raise ValueError("missing prediction")
-    sub.to_csv(out, index=False)
-    return out
+def interval_ninety(targets, probs, n_boot=1000, seed=0):
+    return _bootstrap(targets, probs, n_boot, np.random.default_rng(seed), percents=(5, 95))
 
 
 @wrong(
     "10.4",
-    "metadata-columns-kept",
-    "the columns are ['image_name', 'patient_id', 'sex', 'age_approx', 'target']: Kaggle wants exactly "
-    "image_name,target",
+    "fractions-to-percentile",
+    "(0.544, 0.625) lies among the lowest resampled AUCs: np.percentile takes percents (2.5, 97.5), "
+    "np.quantile fractions",
 )
-def submission_metadata_kept(preds, test, out):
-    sub = test.merge(preds[["image_name", "target"]], on="image_name", how="left")
-    if sub.target.isna().any():
-        raise ValueError("missing prediction")
-    sub.to_csv(out, index=False)
-    return out
+def interval_fractions(targets, probs, n_boot=1000, seed=0):
+    return _bootstrap(targets, probs, n_boot, np.random.default_rng(seed), percents=(0.025, 0.975))
 
 
 @wrong(
     "10.4",
-    "inner-merge-no-refusal",
-    "a test image without a prediction (ISIC_0000913) was not refused: raise ValueError",
+    "normal-approximation",
+    "(0.685, 1.031) leaves [0, 1], where every AUC lies: take the percentiles of the resampled AUCs, not "
+    "the AUC plus or minus 1.96 standard deviations",
 )
-def submission_inner_merge(preds, test, out):
-    test[["image_name"]].merge(preds[["image_name", "target"]], on="image_name").to_csv(out, index=False)
-    return out
+def interval_normal(targets, probs, n_boot=1000, seed=0):
+    from sklearn.metrics import roc_auc_score
+
+    rng, aucs = np.random.default_rng(seed), []
+    for _ in range(n_boot):
+        i = rng.integers(0, len(targets), len(targets))
+        if 0 < targets[i].sum() < len(i):
+            aucs.append(roc_auc_score(targets[i], probs[i]))
+    auc, sd = roc_auc_score(targets, probs), np.std(aucs)
+    return auc - 1.96 * sd, auc + 1.96 * sd
 
 
 @wrong(
     "10.4",
-    "nan-written-no-refusal",
-    "a test image without a prediction (ISIC_0000913) was not refused: raise ValueError",
+    "global-random-state",
+    "the same seed gave another interval: draw the resamples from a generator seeded with `seed`",
 )
-def submission_nan_written(preds, test, out):
-    _left_merged(preds, test).to_csv(out, index=False)
-    return out
+def interval_unseeded(targets, probs, n_boot=1000, seed=0):
+    return _bootstrap(targets, probs, n_boot, np.random.default_rng())
 
 
-@right("10.4", "reindex")
-def submission_reindexed(preds, test, out):
-    "The predictions indexed by image name, reindexed to test.csv's names."
-    target = preds.set_index("image_name").target.reindex(test.image_name)
-    missing = target.index[target.isna()].tolist()
-    if missing:
-        raise ValueError(f"no prediction for {missing}")
-    target.reset_index().to_csv(out, index=False)
-    return out
+@right("10.4", "stratified-by-class")
+def interval_stratified(targets, probs, n_boot=1000, seed=0):
+    from sklearn.metrics import roc_auc_score
 
-
-@right("10.4", "written-by-hand")
-def submission_by_hand(preds, test, out):
-    "A dict from name to probability, the file written line by line."
-    lookup = dict(zip(preds.image_name, preds.target))
-    names = list(test.image_name)
-    if not all(n in lookup for n in names):
-        raise ValueError("a test image has no prediction")
-    lines = ["image_name,target"] + [f"{n},{lookup[n]!r}" for n in names]
-    Path(out).write_text("\n".join(lines) + "\n")
-    return out
+    rng = np.random.default_rng(seed)
+    pos, neg = np.flatnonzero(targets == 1), np.flatnonzero(targets == 0)
+    aucs = []
+    for _ in range(n_boot):
+        i = np.concatenate([rng.choice(pos, len(pos)), rng.choice(neg, len(neg))])
+        aucs.append(roc_auc_score(targets[i], probs[i]))
+    return tuple(np.quantile(aucs, [0.025, 0.975]))
 
 
 # --- mistakes the checks once let through ----------------------------------------------------------------
@@ -1611,19 +1556,6 @@ def tta_detached(model, x):
 def counts_by_explain(fn, x):
     graphs = torch._dynamo.explain(fn)(x).graphs
     return [sum(n.op not in ("placeholder", "output") for n in g.graph.nodes) for g in graphs]
-
-
-@wrong(
-    "10.4",
-    "writes-then-refuses",
-    "a file was written before the ValueError: refuse a missing prediction before writing",
-)
-def submission_written_then_refused(preds, test, out):
-    sub = test[["image_name"]].merge(preds[["image_name", "target"]], on="image_name", how="left")
-    sub.to_csv(out, index=False)
-    if sub.target.isna().any():
-        raise ValueError("a test image has no prediction")
-    return out
 
 
 # --- the verdicts ----------------------------------------------------------------------------------------

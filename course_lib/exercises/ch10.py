@@ -134,111 +134,138 @@ def _threshold_data_10(n_pos, n_neg, seed, ties=False):
     return probs[order], labels[order]
 
 
-@exercise("10.3", "the threshold for 90% sensitivity")
-def _check_10_3(sensitivity_threshold):
-    for n_pos, n_neg, seed, ties, sens in (
-        (15, 60, 3, False, 0.9),
-        (40, 200, 4, False, 0.9),
-        (10, 50, 5, False, 0.9),
-        (23, 80, 6, True, 0.9),
-        (20, 50, 7, False, 0.75),
-    ):
-        probs, labels = _threshold_data_10(n_pos, n_neg, seed, ties)
-        got = answer_of(sensitivity_threshold, probs, labels, sens)
-        got = float(got)
-        pos = probs[labels == 1]
-        recall = float((pos >= got - 1e-6).mean())  # 1e-6: a threshold computed in float32 is fine too
-        what = f"{n_pos} melanomas, sensitivity {sens}"
-        expect(
-            recall >= sens - 1e-12,
-            f"{what}: at your threshold only {recall:.0%} of the melanomas are flagged, below {sens:.0%}",
-        )
-        higher = float((pos >= got + 1e-6).mean())
-        expect(
-            higher < sens,
-            f"{what}: a higher threshold still flags {higher:.0%} of the melanomas: "
-            "take the highest threshold that reaches the sensitivity",
-        )
-    probs, labels = _threshold_data_10(15, 60, 3)
-    expect(
-        close(float(sensitivity_threshold(probs, labels)), float(sensitivity_threshold(probs, labels, 0.9))),
-        "sensitivity should default to 0.9",
+def _bn_net_10():
+    "A small CNN with BatchNorm and dropout, its running statistics set, returned in training mode."
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.Dropout(0.3),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, 1),
     )
+    with torch.no_grad():
+        net(torch.randn(16, 3, 8, 8) * 3 + 1)  # running statistics unlike a batch's own
+    return net.train()  # as a model is after training
 
 
-def _tables_10_4():
-    "A test.csv table, and its predictions plus one for an image not in it: (names, test, preds)."
-    import numpy as np
-    import pandas as pd
-
-    names = [f"ISIC_{i:07d}" for i in (52, 7, 913, 120, 44, 6)]
-    test = pd.DataFrame(
-        {
-            "image_name": names,
-            "patient_id": [f"IP_{i}" for i in range(6)],
-            "sex": ["male", "female"] * 3,
-            "age_approx": [45.0, 60.0, 30.0, 70.0, 55.0, 40.0],
-        }
-    )
-    rng = np.random.default_rng(8)
-    preds = pd.DataFrame(
-        {
-            "image_name": names + ["ISIC_0000001"],
-            "path": [f"test/{n}.jpg" for n in names] + ["test/ISIC_0000001.jpg"],
-            "target": rng.uniform(0, 1, 7),
-        }
-    )
-    return names, test, preds
-
-
-def _expect_submission_10_4(out, names, test, want):
-    "Wrong unless `out` is a CSV of image_name,target in test.csv's order with each image's prediction."
-    import pandas as pd
-
-    expect(out.is_file(), "no file was written at `out`")
-    sub = pd.read_csv(out)
-    expect(
-        "Unnamed: 0" not in sub.columns,
-        "the file has an extra first column, the DataFrame's index: write it with index=False",
-    )
-    expect(
-        list(sub.columns) == ["image_name", "target"],
-        f"the columns are {list(sub.columns)}: Kaggle wants exactly image_name,target",
-    )
-    expect(
-        len(sub) == len(test),
-        f"{len(sub)} rows for {len(test)} test images: one row per test.csv row, "
-        "and none for images that are not in it",
-    )
-    expect(list(sub.image_name) == names, "the rows are not in test.csv's order")
-    got = dict(zip(sub.image_name, sub.target))
-    expect(
-        all(abs(got[n] - want[n]) < 1e-6 for n in names),
-        "some images got another image's prediction: "
-        "match the predictions to test.csv by image_name, not by position",
-    )
-
-
-@exercise("10.4", "writing submission.csv")
-def _check_10_4(save_submission):
+@exercise("10.3", "a model that runs without its class")
+def _check_10_3(export_model):
     import tempfile
     from pathlib import Path
+    import torch
 
-    names, test, preds = _tables_10_4()
-    want = dict(zip(preds.image_name, preds.target))
-    shuffled = preds.iloc[[3, 6, 0, 5, 2, 1, 4]].reset_index(drop=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "submission.csv"
-        answer_of(save_submission, shuffled, test.copy(), out)
-        _expect_submission_10_4(out, names, test, want)
-        missing = shuffled[shuffled.image_name != names[2]]
-        refused = Path(tmp) / "missing.csv"
-        try:
-            save_submission(missing, test.copy(), refused)
-        except ValueError:
-            expect(
-                not refused.exists(),
-                "a file was written before the ValueError: refuse a missing prediction before writing",
+    torch.manual_seed(1)
+    x4, x7 = torch.randn(4, 3, 8, 8), torch.randn(7, 3, 8, 8)
+    reference = _bn_net_10().eval()
+    with torch.no_grad():
+        want4, want7 = reference(x4), reference(x7)
+    program = answer_of(export_model, _bn_net_10(), x4)
+    expect(
+        isinstance(program, torch.export.ExportedProgram),
+        f"export_model returned a {type(program).__name__}: return what torch.export.export returns",
+    )
+    with tempfile.TemporaryDirectory() as d:  # saved and loaded back: no Python class needed any more
+        torch.export.save(program, Path(d) / "model.pt2")
+        loaded = torch.export.load(Path(d) / "model.pt2").module()
+    with torch.no_grad():
+        got4 = loaded(x4)
+    expect(
+        torch.allclose(got4, want4, atol=1e-5),
+        "the exported model's outputs differ from the model's in eval mode: export it in eval mode, where "
+        "BatchNorm uses its running statistics and dropout is off",
+    )
+    try:
+        with torch.no_grad():
+            got7 = loaded(x7)
+    except Exception:
+        got7 = None
+    expect(
+        got7 is not None,
+        "the exported model takes only batches of 4, the example's size: declare the batch dimension dynamic",
+    )
+    expect(torch.allclose(got7, want7, atol=1e-5), "on a batch of 7 the exported model's outputs differ")
+
+
+def _bootstrap_aucs_10(targets, probs, n_boot, seed):
+    "The AUCs of `n_boot` resamples (with replacement) that hold both classes, from ranks: all at once."
+    import numpy as np
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, len(targets), (n_boot, len(targets)))
+    t, ranks = targets[i], rankdata(probs[i], axis=1)  # ties share their mean rank
+    n_pos = t.sum(1)
+    n_neg = t.shape[1] - n_pos
+    both = (n_pos > 0) & (n_neg > 0)
+    u = (ranks * t).sum(1) - n_pos * (n_pos + 1) / 2  # Mann-Whitney U of the positives
+    return u[both] / (n_pos[both] * n_neg[both])
+
+
+@exercise("10.4", "how sure the fold's AUC is")
+def _check_10_4(auc_interval):
+    import math
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    probs, targets = _threshold_data_10(5, 45, seed=6)  # 5 melanomas: some resamples draw none
+    auc = roc_auc_score(targets, probs)
+    aucs = _bootstrap_aucs_10(targets, probs, 20000, seed=123)
+    low_, high_ = np.percentile(aucs, [2.5, 97.5])
+    try:
+        got = auc_interval(targets.copy(), probs.copy(), 1000, 0)
+    except ValueError as e:
+        if "one class" in str(e).lower():
+            raise Wrong(
+                "a resample drew no melanoma and roc_auc_score refused it: skip resamples with one class"
             )
-            return
-        raise Wrong(f"a test image without a prediction ({names[2]}) was not refused: raise ValueError")
+        raise
+    expect(got is not None, "auc_interval returned None: write its body")
+    expect(
+        isinstance(got, (tuple, list)) and len(got) == 2,
+        f"auc_interval returned {type(got).__name__}: return (low, high)",
+    )
+    low, high = (float(v) for v in got)
+    expect(
+        math.isfinite(low) and math.isfinite(high),
+        f"the interval is ({low}, {high}): a resample without a melanoma has no AUC, skip resamples with "
+        "one class",
+    )
+    expect(low <= high, f"the interval ({low:.3f}, {high:.3f}) is upside down: return (low, high)")
+    expect(high - low > 1e-6, "the interval has no width: resample the images with replacement")
+    expect(
+        0 <= low and high <= 1,
+        f"({low:.3f}, {high:.3f}) leaves [0, 1], where every AUC lies: take the percentiles of the resampled "
+        "AUCs, not the AUC plus or minus 1.96 standard deviations",
+    )
+    below_low, below_high = (aucs < low).mean(), (aucs < high).mean()
+    expect(
+        low <= auc <= high or not low < 0.5 < high,
+        f"the interval ({low:.3f}, {high:.3f}) is centred near 0.5, away from the fold's AUC {auc:.3f}: "
+        "resample each image's target and probability together",
+    )
+    expect(
+        below_high > 0.05,
+        f"({low:.3f}, {high:.3f}) lies among the lowest resampled AUCs: np.percentile takes percents (2.5, "
+        "97.5), np.quantile fractions",
+    )
+    expect(
+        below_low < 0.04,
+        f"({low:.3f}, {high:.3f}) is narrower than the 95% interval ({low_:.3f}, {high_:.3f}): take the "
+        "2.5th and 97.5th percentiles",
+    )
+    expect(
+        abs(low - low_) < 0.03 and abs(high - high_) < 0.03,
+        f"({low:.3f}, {high:.3f}) is not the 95% bootstrap interval of the AUC, "
+        f"about ({low_:.3f}, {high_:.3f})",
+    )
+    again = auc_interval(targets.copy(), probs.copy(), 1000, 0)
+    expect(
+        tuple(float(v) for v in again) == (low, high),
+        "the same seed gave another interval: draw the resamples from a generator seeded with `seed`",
+    )
