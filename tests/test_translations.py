@@ -146,7 +146,7 @@ def test_a_korean_notebook_runs_in_smoke_mode(tmp_path):
     assert row["status"] == "ok", row["error"]
     cells = json.loads((tmp_path / "02_dataset.ipynb").read_text())["cells"]
     printed = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
-    assert "✗ Exercise 2.1: to_rgb returned None" in printed
+    assert "✗ Exercise 2.1: Microscope returned None for an image: write make_params and transform" in printed
     assert "데이터셋" in "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
 
 
