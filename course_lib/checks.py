@@ -8,12 +8,10 @@ Docs: https://course-lib.github.io/course_lib/checks.html.md"""
 from __future__ import annotations
 import math
 import numbers
-import torch
-from sklearn.utils import check_scalar
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['LIMITS', 'option', 'check_settings', 'check_choice', 'read_table', 'check_finite_loss']
+__all__ = ['LIMITS', 'option', 'check_settings', 'check_choice', 'check_used', 'read_table', 'check_finite_loss']
 
 # %% ../nbs/checks.ipynb #c004
 LIMITS = {  # setting: (int or real, lowest, highest, bounds allowed, what it must be)
@@ -31,7 +29,7 @@ LIMITS = {  # setting: (int or real, lowest, highest, bounds allowed, what it mu
     "n": ("int", 1, None, "both", "at least 1"),
     "pos_rate": ("real", 0, 1, "both", "between 0 and 1"),
 }
-_TYPES = {"int": numbers.Integral, "real": numbers.Real}  # what check_scalar accepts for each
+_TYPES = {"int": numbers.Integral, "real": numbers.Real}  # NumPy's numbers are registered with these
 
 
 def option(
@@ -39,6 +37,24 @@ def option(
 ) -> str:
     "The command-line option of setting `name`: --batch-size."
     return "--" + name.replace("_", "-")
+
+
+def _within(
+    value,  # what was given
+    kind: str,  # "int" or "real"
+    low,  # the lowest value, or None
+    high,  # the highest value, or None
+    bounds: str,  # "both": the bounds are allowed; "neither": they are not
+) -> bool:
+    "Whether `value` is a number of `kind` (not a bool), finite, and within its bounds."
+    if isinstance(value, bool) or not isinstance(value, _TYPES[kind]):
+        return False
+    if not math.isfinite(value):  # NaN passes every comparison
+        return False
+    closed = bounds == "both"
+    above = low is None or (value >= low if closed else value > low)
+    below = high is None or (value <= high if closed else value < high)
+    return above and below
 
 # %% ../nbs/checks.ipynb #c005
 def check_settings(
@@ -48,12 +64,7 @@ def check_settings(
     be and the value given."""
     for name, value in settings.items():
         kind, low, high, bounds, must = LIMITS[name]
-        try:
-            check_scalar(value, name, _TYPES[kind], min_val=low, max_val=high, include_boundaries=bounds)
-            ok = kind == "int" or math.isfinite(value)  # NaN passes every comparison
-        except (TypeError, ValueError):
-            ok = False
-        if not ok or isinstance(value, bool):
+        if not _within(value, kind, low, high, bounds):
             raise CourseLibError(f"{option(name)} must be {must}, got {value}")
 
 
@@ -65,6 +76,30 @@ def check_choice(
     "Refuse `value` unless it is one of `choices`, in one line that lists them."
     if value not in choices:
         raise CourseLibError(f"{option(name)} must be one of {', '.join(map(str, choices))}, got {value!r}")
+
+# %% ../nbs/checks.ipynb #add057c7
+def check_used(
+    cfg,  # a settings dataclass, e.g. chapter 03's TrainConfig
+    engine: str,  # the engine's name, for the message
+    reads,  # the fields of `cfg` the engine uses
+    held: dict | None = None,  # fields the engine takes from elsewhere, with the value it will use
+) -> None:
+    """Refuse, in one line, the first field of `cfg` the engine would not honour: one it does not read that
+    is not at its default, or one whose value differs from what the engine holds."""
+    import dataclasses
+
+    held = held or {}
+    for field in dataclasses.fields(cfg):
+        name, value = field.name, getattr(cfg, field.name)
+        if name in held and value != held[name]:
+            raise CourseLibError(
+                f"{engine} trains with the module's {name}={held[name]!r}, "
+                f"not TrainConfig({name}={value!r}): give the module {name}={value!r}"
+            )
+        if name not in reads and name not in held and value != field.default:
+            raise CourseLibError(
+                f"{engine} does not support TrainConfig({name}={value!r}): leave it at {field.default!r}"
+            )
 
 # %% ../nbs/checks.ipynb #k011
 def read_table(
@@ -82,12 +117,14 @@ def read_table(
 
 # %% ../nbs/checks.ipynb #353333ec
 def check_finite_loss(
-    total: torch.Tensor,  # the running (or summed) loss
+    total,  # the running (or summed) loss: a tensor or a number
     step: int,  # the step it was checked at, from 1
     epoch: int = 0,  # the epoch, from 0
 ) -> None:
     """Stop with a clear message when the loss became NaN or infinite; every engine of the course calls it,
     and the checkpoints of earlier epochs stay as they were."""
+    import torch
+
     if not torch.isfinite(torch.as_tensor(total)):
         raise CourseLibError(
             f"the loss became {float(total)} in epoch {epoch}, by step {step}: lower the learning rate, "

@@ -338,6 +338,7 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
         cfg,
         task="melanoma",
         data_dir=str(data_dir),
+        table=df,  # validated once, here: the replicas do not read train.csv again
         arch=a.arch,
         pretrained=pretrained,
         img_size=a.img_size,

@@ -117,16 +117,17 @@ def swap_in(
     return out
 
 # %% ../nbs/outputs.ipynb #c016
-def _lock(f, fcntl, out, what: str) -> None:
-    "Lock the open file `f` without waiting; a CourseLibError naming the holder's process when it is held."
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        pid = f.read().strip() or "?"
-        raise CourseLibError(
-            f"{out} is in use by another {what} (process {pid}): wait for it to end, or choose another --out"
-        ) from None
+def _refuse_held(
+    out,  # the folder another process holds
+    what: str,  # the command, named in the error
+) -> None:
+    "One CourseLibError naming the process that holds `out`, read from its lock file."
+    lock = Path(out) / LOCK_FILE
+    pid = lock.read_text().strip() if lock.is_file() else ""
+    raise CourseLibError(
+        f"{out} is in use by another {what} (process {pid or '?'}): wait for it to end, "
+        "or choose another --out"
+    )
 
 
 def check_free(
@@ -134,15 +135,17 @@ def check_free(
     what: str = "course-lib train",  # the command, named in the error
 ) -> None:
     "Refuse `out` while another process holds its lock (`folder_lock`); takes nothing, writes nothing."
+    from filelock import FileLock, Timeout
+
     lock = Path(out) / LOCK_FILE
-    try:
-        import fcntl
-    except ImportError:
+    if not lock.is_file():
         return
-    if lock.is_file():
-        with open(lock) as f:
-            _lock(f, fcntl, out, what)
-            fcntl.flock(f, fcntl.LOCK_UN)
+    probe = FileLock(lock)
+    try:
+        probe.acquire(timeout=0)
+    except Timeout:
+        _refuse_held(out, what)
+    probe.release()
 
 
 @contextlib.contextmanager
@@ -150,21 +153,20 @@ def folder_lock(
     out,  # the folder to hold
     what: str = "course-lib train",  # the command, named in the error
 ):
-    """Hold `out` for this process while the block runs; another process is refused with a
-    CourseLibError. Where the system has no `fcntl` (Windows), nothing is locked."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
+    "Hold `out` for this process while the block runs; another process is refused with a CourseLibError."
+    from filelock import FileLock, Timeout
+
     Path(out).mkdir(parents=True, exist_ok=True)
-    with open(Path(out) / LOCK_FILE, "a+") as f:
-        _lock(f, fcntl, out, what)
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")
-        f.flush()
+    lock = FileLock(Path(out) / LOCK_FILE)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        _refuse_held(out, what)
+    try:
         try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            (Path(out) / LOCK_FILE).write_text(f"{os.getpid()}\n")  # for the message another process gives
+        except OSError:  # Windows keeps a locked file's bytes to its own handle
+            pass
+        yield
+    finally:
+        lock.release()

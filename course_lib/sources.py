@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFilter
 from .checks import check_settings
+from .colab import colab_secret
 from .errors import CourseLibError
 from .outputs import check_folder, claim_folder, folder_kind
 from .progress import progress_bar
@@ -45,16 +46,6 @@ KAGGLE_DATASETS = {s: f"cdeotte/jpeg-melanoma-{s}x{s}" for s in (128, 192, 256, 
 DUPLICATE = -1  # the tfrecord of a photo the data set's author found twice: the copy is marked, not removed
 
 # %% ../nbs/sources.ipynb #c009
-def _colab_secret(name):
-    "A Colab secret, or None outside Colab / when the notebook has no access to it."
-    try:
-        from google.colab import userdata  # type: ignore
-
-        return userdata.get(name)
-    except Exception:  # not in Colab, secret missing, or access not granted
-        return None
-
-
 def find_kaggle_credentials() -> str | None:
     """Where Kaggle credentials were found (a short description), or None; copies Colab secrets into the
     environment."""
@@ -66,7 +57,7 @@ def find_kaggle_credentials() -> str | None:
     for f in ("access_token", "kaggle.json"):
         if (cfg / f).is_file():
             return f"{cfg.name}/{f}"
-    user, key = _colab_secret("KAGGLE_USERNAME"), _colab_secret("KAGGLE_KEY")
+    user, key = colab_secret("KAGGLE_USERNAME"), colab_secret("KAGGLE_KEY")
     if user and key:
         os.environ["KAGGLE_USERNAME"], os.environ["KAGGLE_KEY"] = user, key
         return "Colab secrets KAGGLE_USERNAME/KAGGLE_KEY"

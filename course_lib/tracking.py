@@ -11,9 +11,17 @@ from fastcore.basics import patch
 from .wandb_mode import resolve_mode
 
 # %% auto #0
-__all__ = ['Tracker', 'run_folder', 'wandb_logger', 'xla_tracker']
+__all__ = ['wandb_settings', 'Tracker', 'run_folder', 'wandb_logger', 'xla_tracker']
 
 # %% ../nbs/09_experiment_tracking.ipynb #c011
+def wandb_settings():
+    """W&B's settings for every run of the course: no console capture, no system-metrics sampling, no
+    banners (silent: a setting of the run, where WANDB_SILENT is read once per process), 60 s to start."""
+    import wandb
+
+    return wandb.Settings(console="off", x_disable_stats=True, init_timeout=60, silent=True)
+
+
 class Tracker:
     """A W&B run for one training job: config, step/epoch metrics, checkpoints as versions of a `model`
     artifact."""
@@ -43,8 +51,7 @@ class Tracker:
             print("wandb is not installed: tracking is off (pip install 'course_lib[wandb]')")
             self.mode = "disabled"
             return
-        # silent: no banners; a setting of this run, where WANDB_SILENT would be read once per process
-        settings = wandb.Settings(console="off", x_disable_stats=True, init_timeout=60, silent=True)
+        settings = wandb_settings()
         self.run = wandb.init(
             project=project,
             config=config,
@@ -161,15 +168,13 @@ def wandb_logger(
     mode, why = resolve_mode(mode)
     if mode == "disabled":
         return None
-    import wandb
     from pytorch_lightning.loggers import WandbLogger
 
     if why:
         print(f"wandb: {why}; recording offline in {save_dir or '.'}/wandb (upload later with `wandb sync`)")
-    settings = wandb.Settings(console="off", x_disable_stats=True, silent=True)  # no banners
     # no reinit= here: wandb does not support its reinit options together with the Lightning integration
     run = dict(project=project, config=config, mode=mode, group=group, name=name)
-    return WandbLogger(**run, save_dir=str(save_dir or "."), log_model="all", settings=settings)
+    return WandbLogger(**run, save_dir=str(save_dir or "."), log_model="all", settings=wandb_settings())
 
 # %% ../nbs/09_experiment_tracking.ipynb #780fdc55
 def xla_tracker(

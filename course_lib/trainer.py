@@ -13,14 +13,14 @@ import torch
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, TQDMProgressBar
 from .checkpoints import is_intact
-from .checks import check_finite_loss, check_settings
+from .checks import check_finite_loss, check_settings, check_used
 from .engine import TrainConfig, epoch_row, history_dict
 from .lightning import checkpoint_callbacks
 from .errors import CourseLibError
 from .precision import lightning_precision, resolve_precision
 
 # %% auto #0
-__all__ = ['HistoryCallback', 'trainer_settings', 'fit_lightning']
+__all__ = ['LIGHTNING_READS', 'MODULE_HOLDS', 'HistoryCallback', 'trainer_settings', 'fit_lightning']
 
 # %% ../nbs/trainer.ipynb #6444e0af
 class HistoryCallback(Callback):
@@ -75,6 +75,10 @@ def trainer_settings(
     )
 
 # %% ../nbs/trainer.ipynb #3d43fde5
+LIGHTNING_READS = ("epochs", "precision", "accumulate", "patience", "checkpoint_dir", "resume", "progress")
+MODULE_HOLDS = ("lr", "seed", "channels_last", "compile")  # MelanomaModule's own hyperparameters
+
+
 def fit_lightning(
     module,  # a MelanomaModule: the model's own settings (lr, seed, channels_last, compile) are its hparams
     datamodule,  # a MelanomaDataModule
@@ -83,6 +87,10 @@ def fit_lightning(
 ) -> dict:
     "Fit `module` with a Lightning Trainer; returns the same history as chapter 03's `fit`."
     cfg = cfg or TrainConfig()
+    held = {k: module.hparams[k] for k in MODULE_HOLDS if k in getattr(module, "hparams", {})}
+    check_used(
+        cfg, "fit_lightning", LIGHTNING_READS, held
+    )  # the module holds lr, seed, channels_last, compile
     settings = trainer_settings(
         cfg, accelerator=trainer_kw.pop("accelerator", "auto"), devices=trainer_kw.pop("devices", 1)
     )

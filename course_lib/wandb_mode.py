@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import urllib.parse
+from .colab import colab_secret
 from .errors import CourseLibError
 
 # %% auto #0
@@ -24,12 +25,7 @@ def find_wandb_key() -> str | None:
     there is none."""
     if os.environ.get("WANDB_API_KEY"):
         return os.environ["WANDB_API_KEY"]
-    try:
-        from google.colab import userdata  # only inside Colab
-
-        key = userdata.get("WANDB_API_KEY")
-    except Exception:  # not Colab, or the secret is missing or not shared with this notebook
-        key = None
+    key = colab_secret("WANDB_API_KEY")
     if key:
         return key
     try:

@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 import torch
 from torch import nn
-from .checks import check_finite_loss, check_settings
+from .checks import check_finite_loss, check_settings, check_used
 from .errors import CourseLibError
 from .engine import TrainConfig, WeightedFocalLoss, create_model, save_checkpoint
 from .tpu import Task, train_replica
 
 # %% auto #0
-__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'fashion_task', 'melanoma_task', 'require_xla',
-           'xla_device_type', 'train_xla', 'xla_accelerator']
+__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'fashion_task', 'melanoma_task', 'run_replica',
+           'require_xla', 'xla_device_type', 'train_xla', 'xla_accelerator']
 
 # %% ../nbs/xla.ipynb #c019
 def _classifier(arch: str, num_classes: int, pretrained: bool = False) -> nn.Module:
@@ -35,6 +35,7 @@ def fashion_task(
 ) -> Task:
     "FashionMNIST at `img_size` px, RGB, ImageNet-normalised (the post's transforms); accuracy."
     from torchvision import transforms as T
+    from course_lib.dataset import IMAGENET_MEAN, IMAGENET_STD
     from course_lib.sources import fashion_mnist
 
     tf = T.Compose(
@@ -42,7 +43,7 @@ def fashion_task(
             T.Resize((flags["img_size"],) * 2),
             T.Grayscale(3),
             T.ToTensor(),
-            T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+            T.Normalize(IMAGENET_MEAN, IMAGENET_STD),
         ]
     )
     train, valid = [
@@ -64,7 +65,9 @@ def melanoma_task(
     from course_lib.dataset import image_path
 
     d = Path(flags["data_dir"])
-    df = add_folds(read_train_table(d, verbose=False), seed=flags["seed"])
+    df = flags.get("table")  # the command line's table, validated once, before any replica started
+    if df is None:
+        df = add_folds(read_train_table(d, verbose=False), seed=flags["seed"])
     datasets = []
     for train in (True, False):
         part = df[(df.fold != flags["fold"]) if train else (df.fold == flags["fold"])]
@@ -78,7 +81,7 @@ def melanoma_task(
 TASKS = {"fashion": fashion_task, "melanoma": melanoma_task}
 
 # %% ../nbs/xla.ipynb #c031
-def _run(
+def run_replica(
     index: int,  # this process's index among the local replicas (torch_xla.launch passes it)
     flags: dict,  # train_xla's settings (XLA_DEFAULTS)
 ) -> None:
@@ -108,13 +111,14 @@ def _run(
 
 def _checkpoint(flags: dict) -> Path:
     "Where the master replica saves the last epoch's weights."
-    return Path(flags["out"]) / "checkpoints" / "last.pt"
+    return Path(flags["checkpoint_dir"] or Path(flags["out"]) / "checkpoints") / "last.pt"
 
 # %% ../nbs/xla.ipynb #c033
 XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16
-XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; the five from TrainConfig marked
+XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; the six from TrainConfig marked
     task="fashion",  # "fashion" (the post's FashionMNIST) or "melanoma" (chapters 02-03)
     data_dir=None,  # the data's folder; None: the course cache (fashion)
+    table=None,  # melanoma: the table with its folds, already checked; None: read data_dir/train.csv
     smoke=False,  # fashion: a small generated set in the real file format
     download=False,  # fashion: download the real files when they are missing
     arch="resnet50",  # alexnet, simple-cnn, or any chapter 03 architecture
@@ -122,14 +126,15 @@ XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; the five
     img_size=128,  # pixels per side
     batch_size=128,  # per replica: the global batch is replicas x batch_size
     epochs=2,  # TrainConfig
-    lr=1e-3,  # TrainConfig; for one replica: _run multiplies it by the number of replicas
+    lr=1e-3,  # TrainConfig; for one replica: run_replica multiplies it by the number of replicas
     precision="32",  # TrainConfig; "32" or "bf16-mixed" (torch.autocast("xla"))
     accumulate=1,  # TrainConfig; micro-batches per optimizer step (chapter 06)
     num_workers=0,  # DataLoader worker processes per replica
     seed=42,  # TrainConfig; weights, shuffling and augmentations
     fold=0,  # melanoma: the validation fold
     augmentations="torchvision",  # melanoma: chapter 02's pipeline, torchvision's or albumentations'
-    out="runs/xla",  # where xla_history.json and checkpoints/last.pt go
+    out="runs/xla",  # where xla_history.json goes (and checkpoints/last.pt, without a checkpoint_dir)
+    checkpoint_dir=None,  # TrainConfig; the folder of last.pt; None: OUT/checkpoints
     tracker=None,  # chapter 09: a function (rank, world) -> a tracker, or None
     start_method="fork",  # "fork" in a notebook; "spawn" works from a script
 )
@@ -152,7 +157,14 @@ def xla_device_type() -> str:
     return xr.device_type()
 
 
-FROM_CONFIG = ("epochs", "lr", "precision", "accumulate", "seed")  # what train_xla reads from its TrainConfig
+FROM_CONFIG = (
+    "epochs",
+    "lr",
+    "precision",
+    "accumulate",
+    "seed",
+    "checkpoint_dir",
+)  # what train_xla reads of TrainConfig
 
 
 def _xla_flags(cfg: TrainConfig, flags: dict) -> dict:
@@ -163,9 +175,9 @@ def _xla_flags(cfg: TrainConfig, flags: dict) -> dict:
     if set(flags) & set(FROM_CONFIG):
         name = sorted(set(flags) & set(FROM_CONFIG))[0]
         raise CourseLibError(f"{name} is a TrainConfig setting: train_xla(TrainConfig({name}=...), ...)")
-    unsupported = [f for f in ("resume", "compile", "channels_last") if getattr(cfg, f)]
-    if unsupported:  # torch_xla compiles every step itself; its runs write no resumable checkpoint
-        raise CourseLibError(f"train_xla does not support TrainConfig({unsupported[0]}=True)")
+    # torch_xla compiles every step itself, its runs write no resumable checkpoint, and the replicas check the
+    # loss once per epoch: resume, compile, channels_last, patience, progress and check_every are refused
+    check_used(cfg, "train_xla", FROM_CONFIG)
     flags = {**XLA_DEFAULTS, **flags, **{k: getattr(cfg, k) for k in FROM_CONFIG}}
     if flags["task"] not in TASKS:
         raise CourseLibError(f"unknown task {flags['task']!r}; choose one of {', '.join(TASKS)}")
@@ -188,7 +200,7 @@ def train_xla(
     out = Path(flags["out"])
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     (out / "xla_history.json").unlink(missing_ok=True)
-    torch_xla.launch(_run, args=(flags,), start_method=flags["start_method"])
+    torch_xla.launch(run_replica, args=(flags,), start_method=flags["start_method"])
     if not (out / "xla_history.json").exists():
         raise CourseLibError("the XLA replicas ended without a history; see their output above")
     return json.loads((out / "xla_history.json").read_text())

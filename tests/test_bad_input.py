@@ -334,7 +334,7 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
 
 
 def test_train_xla_takes_the_shared_settings_from_its_trainconfig_only():
-    "The five shared numbers come from TrainConfig; XLA's own settings meet the same table of limits."
+    "The shared settings come from TrainConfig; XLA's own settings meet the same table of limits."
     from course_lib.engine import TrainConfig
     from course_lib.errors import CourseLibError
     from course_lib.xla import train_xla
@@ -346,7 +346,7 @@ def test_train_xla_takes_the_shared_settings_from_its_trainconfig_only():
         ),
         (
             lambda: train_xla(TrainConfig(resume=True, checkpoint_dir="runs")),
-            "train_xla does not support TrainConfig(resume=True)",
+            "train_xla does not support TrainConfig(resume=True): leave it at False",
         ),
         (lambda: train_xla(batch_size=0), "--batch-size must be at least 1, got 0"),
         (

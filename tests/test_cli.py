@@ -44,10 +44,15 @@ def test_the_book_commands_are_not_the_learners(capsys):
         assert stop.value.code == 2 and f"invalid choice: '{cmd}'" in err, err
 
 
-def test_the_installed_program_prints_its_help():
-    "The console script itself, once: the entry point in pyproject.toml reaches main."
-    r = run_cli("--help", timeout=60)
+def test_the_installed_program_prints_its_help_without_loading_the_heavy_libraries():
+    """The console script itself, once: the entry point in pyproject.toml reaches main, and the help comes
+    before torch, pandas, scikit-learn or wandb are imported (Python lists every import it makes)."""
+    r = run_cli("--help", env={"PYTHONPROFILEIMPORTTIME": "1"}, timeout=60)
     assert r.returncode == 0 and "usage: course-lib" in r.stdout and "train" in r.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if "|" in line}
+    assert "course_lib.cli" in imported, sorted(imported)[:20]
+    heavy = {"torch", "pandas", "sklearn", "scipy", "wandb", "numpy"} & imported
+    assert not heavy, f"course-lib --help imported {sorted(heavy)}"
 
 
 def test_data_sample_writes_kaggle_layout(tmp_path):

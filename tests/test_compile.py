@@ -65,6 +65,7 @@ def test_compile_reaches_the_eager_auc(runs, engine):
 def test_compiled_engines_agree(runs):
     "Chapter 04's equivalence, both engines compiled: the same losses per epoch, to compile's rounding."
     pt, pl = runs["pytorch-compiled"][0]["epochs"], runs["lightning-compiled"][0]["epochs"]
+    assert len(pt) == len(pl) > 0, (len(pt), len(pl))
     for a, b in zip(pt, pl):
         assert abs(a["train_loss"] - b["train_loss"]) < 1e-3 and abs(a["valid_loss"] - b["valid_loss"]) < 1e-3
 

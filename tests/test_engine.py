@@ -244,17 +244,34 @@ def test_train_refuses_non_utf8_csv(data_copy, tmp_path):
 
 
 def test_roc_auc_is_the_metric_of_every_engine_and_nan_for_one_class():
-    "engine.evaluate, the Lightning module and the xla engine's validation all call roc_auc."
-    import inspect
-    from course_lib import engine, lightning, tpu
-    from course_lib.engine import roc_auc
+    "engine.evaluate and the Lightning module score a fold as roc_auc does: sklearn's AUC, NaN for one class."
+    from sklearn.metrics import roc_auc_score
+    from torch.utils.data import DataLoader, TensorDataset
+    from course_lib.engine import evaluate, roc_auc
+    from course_lib.lightning import MelanomaModule
 
     p = torch.tensor([0.1, 0.4, 0.35, 0.8])
     assert roc_auc(p, torch.tensor([0, 0, 1, 1])) == 0.75  # sklearn's roc_auc_score on the same numbers
     assert roc_auc(p[:, None], torch.tensor([[0.0], [0.0], [1.0], [1.0]])) == 0.75  # (n, 1) floats, as y is
     assert math.isnan(roc_auc(p, torch.zeros(4))) and math.isnan(roc_auc(p, torch.ones(4)))
-    for fn in (engine.evaluate, lightning.MelanomaModule.on_validation_epoch_end, tpu.validate_xla):
-        assert "roc_auc(" in inspect.getsource(fn) and "binary_auroc" not in inspect.getsource(fn), fn
+
+    torch.manual_seed(0)
+    x = torch.rand(8, 3, 32, 32)
+    module = MelanomaModule("simple-cnn", False).eval()
+    with torch.no_grad():
+        probs = torch.sigmoid(module(x)).flatten()
+    for y in (torch.tensor([0.0, 1.0] * 4)[:, None], torch.zeros(8, 1)):
+        want = roc_auc_score(y.flatten(), probs) if y.unique().numel() == 2 else math.nan
+        loader = DataLoader(TensorDataset(x, y), batch_size=3)
+        got = evaluate(module.model, loader, module.loss_fn, torch.device("cpu"))["valid_auc"]
+        logged = {}
+        module.log = lambda name, value, **kw: logged.update({name: value})  # outside a Trainer
+        with torch.no_grad():
+            for batch_idx, batch in enumerate(loader):
+                module.validation_step(batch, batch_idx)
+        module.on_validation_epoch_end()
+        for engine_auc in (got, logged["valid_auc"]):
+            assert (math.isnan(want) and math.isnan(engine_auc)) or abs(engine_auc - want) < 1e-6, (want, got)
 
 
 def test_simple_cnn_is_an_arch_without_pretrained_weights(capsys, tmp_path):

@@ -19,7 +19,14 @@ BOOK = sorted(f"book/{p.name}" for p in (REPO / "nbs" / "book").glob("*.ipynb"))
 def test_every_library_notebook_is_found():
     library = {"errors.ipynb", "checks.ipynb", "outputs.ipynb", "runs.ipynb", "offline_runs.ipynb"}
     library |= {"sources.ipynb", "progress.ipynb", "wandb_mode.ipynb", "trainer.ipynb"}
-    library |= {"precision.ipynb", "checkpoints.ipynb", "cli.ipynb", "seeding.ipynb", "xla.ipynb"}
+    library |= {
+        "precision.ipynb",
+        "checkpoints.ipynb",
+        "cli.ipynb",
+        "seeding.ipynb",
+        "xla.ipynb",
+        "colab.ipynb",
+    }
     assert library == set(LIBRARY) - {"exercises.ipynb"}
     names = {"cli", "runner", "docs_sync", "translations", "website"}
     assert {f"book/{n}.ipynb" for n in names} == set(BOOK)

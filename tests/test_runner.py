@@ -93,12 +93,12 @@ Cell In[2], line 5, in f()
 
 
 def test_the_error_line_names_the_exception_and_the_cells_line():
-    from course_lib.book.runner import _error_line
+    from course_lib.book.runner import error_line
 
-    assert _error_line(CHAINED) == "RuntimeError: outer (In [2], line 6: f())"
+    assert error_line(CHAINED) == "RuntimeError: outer (In [2], line 6: f())"
     bare = "Cell In[7], line 3\n      2 x = 1\n----> 3 assert x == 2\n\nAssertionError: \n"
-    assert _error_line(bare) == "AssertionError: (In [7], line 3: assert x == 2)"
-    assert _error_line("") == "no output" and _error_line("killed\n") == "killed"
+    assert error_line(bare) == "AssertionError: (In [7], line 3: assert x == 2)"
+    assert error_line("") == "no output" and error_line("killed\n") == "killed"
 
 
 def test_runner_kills_a_notebook_at_its_timeout(nbs, tmp_path):

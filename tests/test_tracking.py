@@ -193,3 +193,32 @@ def test_wandb_mode_from_the_environment(no_key, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "sometimes")
     with pytest.raises(CourseLibError, match="WANDB_MODE='sometimes' is not a W&B mode"):
         resolve_mode()
+
+
+WITHOUT_WANDB = """
+import sys
+sys.modules["wandb"] = None  # as where the optional extra is not installed: `import wandb` raises ImportError
+from course_lib.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
+def test_every_engine_trains_with_wandb_disabled_where_wandb_is_not_installed(engine, sample_dir, tmp_path):
+    "W&B is an optional extra: with --wandb disabled no engine imports it."
+    import subprocess
+    import sys
+
+    args = ["train", "--engine", engine, "--data", sample_dir, "--arch", "simple-cnn", "--img-size", 32]
+    args += ["--epochs", 1, "--batch-size", 16, "--wandb", "disabled", "--out", tmp_path / "run"]
+    r = subprocess.run(
+        [sys.executable, "-c", WITHOUT_WANDB, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PJRT_DEVICE": "CPU"},
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    epochs = json.loads((tmp_path / "run" / "metrics.json").read_text())["epochs"]
+    assert len(epochs) == 1 and math.isfinite(epochs[0]["train_loss"]), epochs

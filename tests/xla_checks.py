@@ -3,7 +3,7 @@
 python tests/xla_checks.py recompile OUT.json   # compilation counts for fixed and changing shapes
 python tests/xla_checks.py lightning OUT.json   # chapter 04's module fitted by Lightning on XLA:CPU
 python tests/xla_checks.py lightning_bf16 OUT.json  # the same module in Lightning's "bf16-true" on XLA:CPU
-python tests/xla_checks.py replicas OUT.json    # chapter 08's _run: 2 gloo-joined XLA:CPU replicas vs 1
+python tests/xla_checks.py replicas OUT.json    # the XLA engine's run_replica: 2 gloo-joined replicas vs 1
 python tests/xla_checks.py train OUT.json       # train_xla on both tasks, fp32 and bf16 (for the warnings
 test)
 python tests/xla_checks.py old_api OUT.json     # the deprecated xm.xla_device and xm.mark_step (its control)
@@ -164,12 +164,12 @@ class GlooReplicas:
 def _replica(rank, world, flags, port, out):
     "One gloo-joined process running chapter 08's per-replica function on its own XLA:CPU device."
     import torch.distributed as dist
-    from course_lib.xla import _run
+    from course_lib.xla import run_replica
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         GlooReplicas().install()
-        _run(rank, dict(flags, out=out))
+        run_replica(rank, dict(flags, out=out))
     finally:
         dist.destroy_process_group()
 
@@ -186,7 +186,10 @@ def replicas(out):
         XLA_DEFAULTS, task="fashion", smoke=True, arch="simple-cnn", img_size=16, epochs=1, lr=1e-3, seed=0
     )
     runs = {}
-    for world, batch, lr in ((2, 16, 1e-3), (1, 32, 2e-3)):  # _run multiplies lr by the number of replicas
+    for world, batch, lr in (
+        (2, 16, 1e-3),
+        (1, 32, 2e-3),
+    ):  # run_replica multiplies lr by the number of replicas
         d = Path(out).parent / f"replicas-{world}"
         (d / "checkpoints").mkdir(parents=True)
         s = socket.socket()
@@ -241,8 +244,8 @@ def _old_api(index):
 
 
 def old_api(out):
-    """A control for the warnings test: the old names, launched the way train_xla launches _run, do print
-    warnings."""
+    """A control for the warnings test: the old names, launched the way train_xla launches run_replica, do
+    print warnings."""
     import torch_xla
 
     torch_xla.launch(_old_api, start_method="fork")

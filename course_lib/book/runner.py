@@ -21,8 +21,8 @@ from pathlib import Path
 from ..errors import CourseLibError
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'start_notebook', 'finish_notebook', 'run_many', 'run_notebook', 'results_text',
-           'write_summary', 'available_cores', 'share_cores', 'run_notebooks']
+__all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'error_line', 'start_notebook', 'finish_notebook', 'run_many', 'run_notebook',
+           'results_text', 'write_summary', 'available_cores', 'share_cores', 'run_notebooks']
 
 # %% ../../nbs/book/runner.ipynb #c006
 def find_notebooks(
@@ -40,7 +40,7 @@ def find_notebooks(
     return nbs
 
 # %% ../../nbs/book/runner.ipynb #c008
-def _error_line(stderr: str) -> str:
+def error_line(stderr: str) -> str:
     """The most useful line of a failed papermill run: the exception it reports (else the last line), and
     where it was raised, e.g. `AssertionError: ... (In [12], line 3: assert gap < 1e-3)`."""
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in stderr.splitlines()]
@@ -116,7 +116,7 @@ def finish_notebook(
         status=status,
         seconds=round(time.time() - job["start"], 1),
         results=json.loads(path.read_text()) if path.exists() else {},
-        error="" if status == "ok" else _error_line(stderr),
+        error="" if status == "ok" else error_line(stderr),
     )
 
 

@@ -1,4 +1,4 @@
-"""The course in Korean, from the English notebooks and gettext catalogs: `course-lib translate` refreshes the catalogs and writes the Korean notebooks.
+"""The course in Korean, from the English notebooks and gettext catalogs: `course-book sync-docs` refreshes the catalogs and writes the Korean notebooks.
 
 Docs: https://course-lib.github.io/course_lib/book/translations.html.md"""
 

@@ -1,0 +1,112 @@
+"""Every field of chapter 03's TrainConfig, set to a value other than its default, either changes what an
+engine hands its framework (the Lightning Trainer and its fit call; the XLA replicas' settings) or is refused
+in one line that names the field. Chapter 03's own `fit` reads all twelve fields; its tests cover each."""
+
+import dataclasses
+import json
+from unittest import mock
+
+import pytorch_lightning as pl
+from course_lib.engine import TrainConfig
+from course_lib.errors import CourseLibError
+from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+
+
+def _other_values(tmp_path) -> dict:
+    "A value unlike the default for every field (resume needs a checkpoint folder, as TrainConfig says)."
+    folder = tmp_path / "checkpoints"
+    return dict(
+        epochs=3,
+        lr=1e-2,
+        precision="bf16-mixed",
+        accumulate=2,
+        channels_last=True,
+        patience=1,
+        seed=7,
+        checkpoint_dir=folder,
+        resume=dict(resume=True, checkpoint_dir=folder),
+        progress=False,
+        check_every=5,
+        compile=True,
+    )
+
+
+def _configs(tmp_path):
+    "(field, the baseline config, the config with that field changed) for every field of TrainConfig."
+    values = _other_values(tmp_path)
+    assert set(values) == {f.name for f in dataclasses.fields(TrainConfig)}, "a field without a test value"
+    for name, value in values.items():
+        changed = value if isinstance(value, dict) else {name: value}
+        base = {k: v for k, v in changed.items() if k != name}  # resume's baseline keeps the folder
+        yield name, TrainConfig(**base), TrainConfig(**changed)
+
+
+def _lightning_run(cfg, capsys) -> tuple:
+    "What fit_lightning hands Lightning for `cfg`: the Trainer's settings, the fit's checkpoint, its words."
+    from course_lib.lightning import MelanomaModule
+    from course_lib.trainer import fit_lightning
+
+    seen = {}
+
+    def fit(trainer, module, datamodule=None, ckpt_path=None):
+        seen.update(trainer=trainer, ckpt_path=ckpt_path)
+
+    with mock.patch.object(pl.Trainer, "fit", fit):
+        fit_lightning(MelanomaModule("simple-cnn", False), None, cfg)
+    t = seen["trainer"]
+    return (
+        t.max_epochs,
+        t.accumulate_grad_batches,
+        t.precision,
+        [cb.patience for cb in t.callbacks if isinstance(cb, EarlyStopping)],
+        [str(cb.dirpath) for cb in t.callbacks if isinstance(cb, ModelCheckpoint)],
+        t.progress_bar_callback is not None,
+        seen["ckpt_path"],
+        capsys.readouterr().out,
+    )
+
+
+def _xla_run(cfg, out) -> dict:
+    "The settings train_xla hands every replica for `cfg` (the launch is recorded, not run)."
+    import course_lib.xla as xla
+
+    seen = {}
+
+    def launch(fn, args=(), start_method=None):
+        seen.update(args[0])
+        (out / "xla_history.json").write_text(json.dumps({}))
+
+    with mock.patch("torch_xla.launch", launch), mock.patch.object(xla, "xla_device_type", lambda: "CPU"):
+        xla.train_xla(cfg, out=str(out))
+    return {k: str(v) for k, v in seen.items() if k != "tracker"}
+
+
+def _changed_or_refused(run, name, base, changed):
+    "Whether the changed field was refused in one line naming it; otherwise assert it changed the run."
+    try:
+        got = run(changed)
+    except CourseLibError as e:
+        assert f"TrainConfig({name}=" in str(e) and "\n" not in str(e), str(e)
+        return "refused"
+    assert got != run(base), f"TrainConfig({name}=...) changed nothing the engine hands its framework"
+    return "used"
+
+
+def test_lightning_uses_or_refuses_every_field(tmp_path, capsys):
+    outcome = {
+        name: _changed_or_refused(lambda cfg: _lightning_run(cfg, capsys), name, base, changed)
+        for name, base, changed in _configs(tmp_path)
+    }
+    # the module holds these, so a TrainConfig that asks for other values is refused; the Trainer has no
+    # use for check_every
+    refused = {"lr", "seed", "channels_last", "compile", "check_every"}
+    assert {n for n, o in outcome.items() if o == "refused"} == refused, outcome
+
+
+def test_xla_uses_or_refuses_every_field(tmp_path):
+    outcome = {
+        name: _changed_or_refused(lambda cfg: _xla_run(cfg, tmp_path), name, base, changed)
+        for name, base, changed in _configs(tmp_path)
+    }
+    refused = {"channels_last", "patience", "resume", "progress", "check_every", "compile"}
+    assert {n for n, o in outcome.items() if o == "refused"} == refused, outcome
