@@ -260,12 +260,12 @@ def _check_train_args(a):
         if not ok:
             raise CourseLibError(msg)
     if is_global_zero():  # DDP's other processes find the folder the first one claimed
-        check_out_folder(a)
+        check_out_folder(a.out, a.resume, a.overwrite)
     from course_lib.wandb_mode import env_mode
 
     env_mode()  # an empty WANDB_MODE counts as unset; one wandb would reject stops here
     if a.resume:
-        check_resume_settings(a)
+        check_resume_settings(vars(a))
     if a.engine == "xla":
         from course_lib.xla import require_xla
 
@@ -282,12 +282,14 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
 
     model = create_model(a.arch, pretrained)
     loaders = make_dataloaders(df, data_dir, check_images=False, **loader_kw)
-    with Tracker(a.wandb_project, tracked_settings(a), a.wandb, name="pytorch", save_dir=a.out) as tracker:
+    with Tracker(
+        a.wandb_project, tracked_settings(vars(a)), a.wandb, name="pytorch", save_dir=a.out
+    ) as tracker:
         history = fit(
             model,
             *loaders,
             cfg,
-            config=run_settings(a),
+            config=run_settings(vars(a)),
             on_step=tracker.on_step,
             on_epoch_end=tracker.on_epoch_end,
         )
@@ -305,7 +307,9 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
         a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last, compile=a.compile
     )
     datamodule = MelanomaDataModule(df, data_dir, check_images=False, **loader_kw)
-    logger = wandb_logger(a.wandb_project, tracked_settings(a), a.wandb, name="lightning", save_dir=a.out)
+    logger = wandb_logger(
+        a.wandb_project, tracked_settings(vars(a)), a.wandb, name="lightning", save_dir=a.out
+    )
     extra = {"logger": logger} if logger else {}
     try:
         history = fit_lightning(module, datamodule, cfg, devices=a.devices, **extra)
@@ -330,7 +334,7 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
         tracker = functools.partial(
             xla_tracker,
             project=a.wandb_project,
-            config=tracked_settings(a),
+            config=tracked_settings(vars(a)),
             mode=a.wandb,
             save_dir=str(a.out),
         )
@@ -361,7 +365,7 @@ def train(
     from course_lib.dataset import validate_table
     from course_lib.seeding import seed_everything
 
-    pretrained = check_pretrained(a)
+    pretrained = check_pretrained(a.arch, a.pretrained, a.allow_random_init)
     data_dir = a.data or sample_data_dir()
     raw = read_table(data_dir / "train.csv")
     table = validate_table(drop_duplicate_photos(raw, verbose=False), data_dir)  # every image, once
@@ -388,8 +392,8 @@ def train(
         return engine(a, pretrained, df, data_dir, loader_kw, cfg)
     print(describe_counts(images))
     with folder_lock(a.out):
-        start_run(a)
-        write_json(a.out / CONFIG_FILE, {**run_settings(a), **images})
+        start_run(a.out, a.overwrite)
+        write_json(a.out / CONFIG_FILE, {**run_settings(vars(a)), **images})
         seed_everything(a.seed)
         history = engine(a, pretrained, df, data_dir, loader_kw, cfg)
         write_json(a.out / "metrics.json", history)

@@ -43,8 +43,7 @@ def autocast(
     device: torch.device,  # the device the forward pass runs on
 ):
     """The forward-pass context for `precision`: torch.autocast, disabled in fp32 (one code path for every
-    precision)."""
-    check_choice("precision", precision, PRECISIONS)
+    precision). Called on every batch, it does not check `precision` again: TrainConfig did, once."""
     return torch.autocast(
         device.type,
         dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16,

@@ -132,17 +132,10 @@ def submit_to_kaggle(
     message: str,  # the description Kaggle shows beside the score
 ) -> str:
     "Submit to the competition with the Kaggle client; returns Kaggle's reply. No token: one line."
-    from course_lib.sources import KAGGLE_HELP, find_kaggle_credentials
+    from course_lib.sources import kaggle_api
 
-    if find_kaggle_credentials() is None:
-        raise CourseLibError("nothing was submitted: " + KAGGLE_HELP)
+    api = kaggle_api("nothing was submitted: ")
     try:
-        import kaggle  # authenticates on import
-    except ImportError:
-        raise CourseLibError("the Kaggle client is missing: pip install 'course_lib[kaggle]'") from None
-    except SystemExit:
-        raise CourseLibError("Kaggle rejected the credentials (401/403): create a new token") from None
-    try:
-        return str(kaggle.api.competition_submit(str(submission), message, COMPETITION))
+        return str(api.competition_submit(str(submission), message, COMPETITION))
     except Exception as e:
         raise CourseLibError(f"the submission to {COMPETITION} failed: {e}") from None

@@ -21,17 +21,17 @@ __all__ = ['CONFIG_FILE', 'RUN_FILES', 'RESUME_MAY_CHANGE', 'run_settings', 'tra
 
 # %% ../nbs/runs.ipynb #c028
 def run_settings(
-    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+    args: dict,  # the settings of `course-lib train`, by name (the command line's parsed arguments)
 ) -> dict:
     "The training parameters as plain values: saved in OUT/config.json and in the checkpoints."
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k not in ("cmd", "func")}
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in args.items() if k not in ("cmd", "func")}
 
 
 def tracked_settings(
-    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+    args: dict,  # the settings of `course-lib train`, by name
 ) -> dict:
     "The parameters W&B records: folders by their name only, so no local path leaves the machine."
-    return {k: (Path(v).name if isinstance(getattr(a, k), Path) else v) for k, v in run_settings(a).items()}
+    return {k: (Path(v).name if isinstance(v, Path) else v) for k, v in run_settings(args).items()}
 
 
 CONFIG_FILE = "config.json"  # OUT/config.json: the settings of the run, for --resume to compare with
@@ -49,29 +49,32 @@ def _has_results(
 
 
 def check_out_folder(
-    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+    out: Path,  # --out
+    resume: bool = False,  # --resume: continue the run in `out`
+    overwrite: bool = False,  # --overwrite: replace the run in `out`
 ) -> None:
     """Refuse an --out that holds a run unless --resume or --overwrite says what to do with it, and one that
     holds other files unless --overwrite; writes nothing."""
-    check_free(a.out)  # a run that is still training: say so first
-    found = [name for name in RUN_FILES if _has_results(a.out / name)]
-    if found and not (a.resume or a.overwrite):
+    check_free(out)  # a run that is still training: say so first
+    found = [name for name in RUN_FILES if _has_results(out / name)]
+    if found and not (resume or overwrite):
         raise CourseLibError(
-            f"--out {a.out} holds an earlier run ({', '.join(found)}): add --resume to continue it, "
+            f"--out {out} holds an earlier run ({', '.join(found)}): add --resume to continue it, "
             "--overwrite to replace it, or choose another --out"
         )
-    if not a.resume:
-        check_folder(a.out, "train", overwrite=a.overwrite or bool(found))
+    if not resume:
+        check_folder(out, "train", overwrite=overwrite or bool(found))
 
 
 def start_run(
-    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+    out: Path,  # --out
+    overwrite: bool = False,  # --overwrite: remove the earlier run's files first
 ) -> None:
     "Mark OUT as a run folder; with --overwrite, remove the earlier run's files (and only those)."
-    claim_folder(a.out, "train", overwrite=True)
-    if a.overwrite:
+    claim_folder(out, "train", overwrite=True)
+    if overwrite:
         for name in RUN_FILES:
-            path = a.out / name
+            path = out / name
             if path.is_dir():
                 shutil.rmtree(path)
             path.unlink(missing_ok=True)
@@ -93,12 +96,15 @@ RESUME_MAY_CHANGE = (
 )
 
 
-def _saved_config(a) -> dict | None:
+def _saved_config(
+    out: Path,  # --out
+    engine: str,  # the run's engine: only the pytorch engine's last.pt holds its settings
+) -> dict | None:
     """The settings of the run in OUT: config.json, or, when that was lost, the copy in the pytorch engine's
     checkpoints/last.pt (Lightning's last.ckpt holds none); None when there is neither."""
     from course_lib.engine import load_checkpoint
 
-    path, last = a.out / CONFIG_FILE, a.out / "checkpoints" / "last.pt"
+    path, last = out / CONFIG_FILE, out / "checkpoints" / "last.pt"
     if path.exists():
         try:
             return json.loads(path.read_text())
@@ -107,7 +113,7 @@ def _saved_config(a) -> dict | None:
                 f"{path} is damaged (not JSON): restore it, or train into a new --out "
                 "(or --overwrite this run)"
             ) from None
-    if a.engine == "pytorch" and last.exists():
+    if engine == "pytorch" and last.exists():
         return load_checkpoint(last).get("config") or None
     return None
 
@@ -124,14 +130,14 @@ def _same_folder(
 
 
 def check_resume_settings(
-    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+    args: dict,  # this command's settings, by name (with out and engine)
 ) -> None:
     """Refuse --resume when a setting that shapes training differs from the run's saved settings; name the
     keys."""
-    saved = _saved_config(a)
+    saved = _saved_config(args["out"], args["engine"])
     if saved is None:
         return
-    now = run_settings(a)
+    now = run_settings(args)
     keys = sorted((saved.keys() | now.keys()) - set(RESUME_MAY_CHANGE))
     differ = [k for k in keys if saved.get(k) != now.get(k) and not _same_folder(k, saved, now)]
     if differ:
@@ -173,19 +179,21 @@ def write_json(
 
 
 def check_pretrained(
-    a,  # the parsed arguments of `course-lib train` (argparse's Namespace)
+    arch: str,  # --arch
+    pretrained: bool,  # --pretrained
+    allow_random_init: bool = False,  # --allow-random-init: random weights where none are published
 ) -> bool:
     "Whether training starts from pretrained weights: they are loaded (and cached) once, before any work."
     from course_lib.engine import create_model
 
-    if not a.pretrained:
+    if not pretrained:
         return False
     try:
-        create_model(a.arch, pretrained=True)
+        create_model(arch, pretrained=True)
     except CourseLibError:
-        if not a.allow_random_init:
+        if not allow_random_init:
             raise
-        print(f"notice: no pretrained {a.arch} weights; starting from random weights (--allow-random-init)")
+        print(f"notice: no pretrained {arch} weights; starting from random weights (--allow-random-init)")
         return False
     return True
 

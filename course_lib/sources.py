@@ -22,8 +22,8 @@ from .progress import progress_bar
 
 # %% auto #0
 __all__ = ['KAGGLE_COLUMNS', 'TEST_COLUMNS', 'KAGGLE_DATASETS', 'DUPLICATE', 'KAGGLE_HELP', 'SAMPLE_VERSION', 'SMOKE_SAMPLE_SIZE',
-           'FASHION_CLASSES', 'find_kaggle_credentials', 'download_kaggle', 'make_lesion_image', 'sample_table',
-           'write_sample_image', 'make_sample_dataset', 'cache_dir', 'sample_data_dir', 'get_data_dir',
+           'FASHION_CLASSES', 'find_kaggle_credentials', 'kaggle_api', 'download_kaggle', 'make_lesion_image',
+           'sample_table', 'write_sample_image', 'make_sample_dataset', 'cache_dir', 'sample_data_dir', 'get_data_dir',
            'make_fashion_mnist_sample', 'fashion_mnist', 'record_results']
 
 # %% ../nbs/sources.ipynb #5a28891f
@@ -71,6 +71,23 @@ KAGGLE_HELP = (
 )
 
 
+def kaggle_api(
+    what: str = "",  # what stops without it, to open the message with, e.g. "nothing was submitted: "
+):
+    "The Kaggle client's API, authenticated; no credentials, no client or rejected ones: one CourseLibError."
+    if find_kaggle_credentials() is None:
+        raise CourseLibError(what + KAGGLE_HELP)
+    try:
+        import kaggle  # authenticates on import
+    except ImportError:
+        raise CourseLibError(
+            what + "the Kaggle client is missing: pip install 'course_lib[kaggle]'"
+        ) from None
+    except SystemExit:  # the client exits on a 401 or 403
+        raise CourseLibError(what + "Kaggle rejected the credentials (401/403): create a new token") from None
+    return kaggle.api
+
+
 def download_kaggle(
     out,  # the folder that gets train.csv and train/
     size: int = 256,  # image side: one of KAGGLE_DATASETS' sizes
@@ -87,17 +104,10 @@ def download_kaggle(
         return out
     if folder_kind(out) != started:
         check_folder(out, done, overwrite=force)
-    if find_kaggle_credentials() is None:
-        raise CourseLibError(KAGGLE_HELP)
-    try:
-        import kaggle  # authenticates on import
-    except ImportError:
-        raise CourseLibError("the Kaggle client is missing: pip install 'course_lib[kaggle]'")
-    except SystemExit:
-        raise CourseLibError("Kaggle rejected the credentials (401/403): create a new token. " + KAGGLE_HELP)
+    api = kaggle_api()
     claim_folder(out, started, overwrite=True)  # a download that stops here is resumed, not trusted
     try:
-        kaggle.api.dataset_download_files(KAGGLE_DATASETS[size], path=str(out), unzip=True, quiet=False)
+        api.dataset_download_files(KAGGLE_DATASETS[size], path=str(out), unzip=True, quiet=False)
     except Exception as e:
         raise CourseLibError(f"Kaggle download of {KAGGLE_DATASETS[size]} failed: {e}") from None
     return claim_folder(out, done, overwrite=True)

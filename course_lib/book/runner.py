@@ -40,7 +40,9 @@ def find_notebooks(
     return nbs
 
 # %% ../../nbs/book/runner.ipynb #c008
-def error_line(stderr: str) -> str:
+def error_line(
+    stderr: str,  # what papermill printed on stderr for a notebook that failed
+) -> str:
     """The most useful line of a failed papermill run: the exception it reports (else the last line), and
     where it was raised, e.g. `AssertionError: ... (In [12], line 3: assert gap < 1e-3)`."""
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in stderr.splitlines()]

@@ -83,6 +83,12 @@ def _padding_problem():
     return nn.Linear(6, 1), [(x[s : s + n], y[s : s + n]) for s, n in zip(starts, sizes)]
 
 
+def _c08_error(e: Exception) -> str:
+    "An exception in one line, for the check's message: its type and the first line of what it says."
+    said = str(e).strip()
+    return f"{type(e).__name__}: {said.splitlines()[0][:150] if said else ''}"
+
+
 _ANSWER = []  # the answer being checked: forked replicas find it here (a notebook's function may not pickle)
 
 
@@ -111,9 +117,7 @@ def _xla_replica(index, out):
                 counts.append(compile_count())
         result = dict(loss=(total / images).item(), images=images.item(), counts=counts, shapes=shapes)
     except Exception as e:
-        result = dict(
-            error=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:150] if str(e).strip() else ''}"
-        )
+        result = dict(error=_c08_error(e))
     if xr.global_ordinal() == 0:
         torch.save(result, out)
 
@@ -262,9 +266,7 @@ def _xla_class_means(index, out):
             counts.append(compile_count())
         result = dict(values=[v.cpu() for v in values], counts=counts)
     except Exception as e:
-        result = dict(
-            error=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:150] if str(e).strip() else ''}"
-        )
+        result = dict(error=_c08_error(e))
     torch.save(result, out)
 
 
@@ -362,9 +364,7 @@ def _xla_step_losses(index, out):
             runs=counted("ExecuteTime") - before[1],
         )
     except Exception as e:
-        result = dict(
-            error=f"{type(e).__name__}: {str(e).strip().splitlines()[0][:150] if str(e).strip() else ''}"
-        )
+        result = dict(error=_c08_error(e))
     torch.save(result, out)
 
 
