@@ -26,8 +26,8 @@ from .seeding import seed_everything
 # %% auto #0
 __all__ = ['TORCHVISION_ARCHS', 'EFFICIENTNETS', 'SMALL_ARCHS', 'ARCHS', 'TIMM_PREFIX', 'check_arch', 'simple_cnn',
            'create_model', 'WeightedFocalLoss', 'TrainConfig', 'to_device', 'train_one_epoch', 'roc_auc', 'evaluate',
-           'save_checkpoint', 'load_checkpoint', 'FitState', 'save_fit_state', 'restore_fit_state', 'epoch_row',
-           'history_dict', 'fit']
+           'save_checkpoint', 'load_checkpoint', 'is_better', 'FitState', 'save_fit_state', 'restore_fit_state',
+           'epoch_row', 'history_dict', 'fit']
 
 # %% ../nbs/03_pytorch_loop.ipynb #0c923757
 TORCHVISION_ARCHS = ("efficientnet_b0", "resnet18", "resnet34", "resnet50")  # torchvision.models: the default
@@ -316,6 +316,14 @@ def load_checkpoint(
         ) from None
 
 # %% ../nbs/03_pytorch_loop.ipynb #1c78242e
+def is_better(
+    value: float,  # this epoch's metric: a validation AUC, or an accuracy
+    best: float | None,  # the best so far; None before the first epoch
+) -> bool:
+    "A new best: higher than `best`, and never a NaN (a fold with one class, or a diverged run)."
+    return not math.isnan(value) and (best is None or value > best)
+
+
 @dataclass
 class FitState:
     "Where a run of `fit` stands after an epoch: the loop's part of every checkpoint, and all resuming needs."
@@ -330,9 +338,9 @@ class FitState:
         row: dict,  # the finished epoch's epoch_row
     ) -> bool:
         "Add an epoch's row; whether its AUC is a new best."
-        improved = row["valid_auc"] > self.best
+        improved = is_better(row["valid_auc"], self.best)
         self.history.append(row)
-        self.epoch, self.best = row["epoch"], max(self.best, row["valid_auc"])
+        self.epoch, self.best = row["epoch"], row["valid_auc"] if improved else self.best
         self.since_best = 0 if improved else self.since_best + 1
         return improved
 
@@ -397,11 +405,14 @@ def epoch_row(
 def history_dict(
     engine: str,  # which engine trained: pytorch, lightning or xla
     rows: list[dict],  # one epoch_row per epoch
+    metric: str = "valid_auc",  # the key of the rows whose best the dict names: best_<metric>
     **extra,  # more keys for the dict
 ) -> dict:
-    "The metrics.json structure: engine, per-epoch rows, best validation AUC."
-    aucs = [r["valid_auc"] for r in rows if not math.isnan(r["valid_auc"])]
-    return dict(engine=engine, epochs=rows, best_valid_auc=max(aucs) if aucs else float("nan"), **extra)
+    "The metrics.json structure: engine, per-epoch rows, the best of `metric` (NaN when no epoch has one)."
+    best = None
+    for row in rows:
+        best = row[metric] if is_better(row[metric], best) else best
+    return dict(engine=engine, epochs=rows, **{f"best_{metric}": math.nan if best is None else best}, **extra)
 
 # %% ../nbs/03_pytorch_loop.ipynb #04158b2d
 def _setup(model, cfg, loss_fn, device):

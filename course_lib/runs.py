@@ -31,7 +31,7 @@ def tracked_settings(
     args: dict,  # the settings of `course-lib train`, by name
 ) -> dict:
     "The parameters W&B records: folders by their name only, so no local path leaves the machine."
-    return {k: (Path(v).name if isinstance(v, Path) else v) for k, v in run_settings(args).items()}
+    return {k: (Path(v).name if isinstance(args[k], Path) else v) for k, v in run_settings(args).items()}
 
 
 CONFIG_FILE = "config.json"  # OUT/config.json: the settings of the run, for --resume to compare with

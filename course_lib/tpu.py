@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 from .errors import CourseLibError
-from .engine import roc_auc
+from .engine import history_dict, roc_auc
 from .seeding import seed_everything
 
 # %% auto #0
@@ -182,8 +182,7 @@ def train_replica(
         if flags.get("on_epoch_end"):
             flags["on_epoch_end"](row, model)
     if rank == 0:
-        scores = [r[task.metric] for r in rows if not math.isnan(r[task.metric])]
-        history = {"engine": "xla", "epochs": rows, f"best_{task.metric}": max(scores, default=float("nan"))}
+        history = history_dict("xla", rows, task.metric)  # chapter 03's, with best_<metric>
         (Path(flags["out"]) / "xla_history.json").write_text(json.dumps(history, indent=2))
     xm.save(model.state_dict(), str(Path(flags["out"]) / "model.pt"))  # the master writes, on the CPU
     return rows

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from fastcore.basics import patch
 from .wandb_mode import resolve_mode
+from .engine import is_better
 
 # %% auto #0
 __all__ = ['wandb_settings', 'Tracker', 'run_folder', 'wandb_logger', 'xla_tracker']
@@ -88,7 +89,7 @@ def on_epoch_end(self: Tracker, row: dict, checkpoint=None, step: int | None = N
 
         metric = next((k for k in ("valid_auc", "valid_accuracy") if k in row), None)
         aliases = [f"epoch-{row['epoch']}", "latest"]
-        if metric and row[metric] == row[metric] and (self.best is None or row[metric] > self.best):
+        if metric and is_better(row[metric], self.best):  # chapter 03's rule: never a NaN
             self.best = row[metric]
             aliases.append("best")
         art = wandb.Artifact(
