@@ -136,10 +136,26 @@ torch_xla.launch(ch08._xla_replica, args=(sys.argv[1],), start_method="fork")
 """
 
 
-def _run_on_xla(answer, folder, replica: str | None = None) -> dict:
+def _run_on_xla(answer, replica: str | None = None) -> dict:
     """Run the answer on every XLA device, in a fresh process: one that has run no backward pass, which
     forked replicas need. What replica 0 ended with. With `replica`, that function of this module runs on
-    one device, without a launch."""
+    one device, without a launch. An exception the answer raised there is a Wrong that names it."""
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+
+    expect(
+        importlib.util.find_spec("torch_xla"), "torch_xla is not installed here: run this on a TPU runtime"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        result = _launch_on_xla(answer, Path(d), replica)
+    if "error" in result:
+        raise Wrong(f"your code raised {result['error']} on the XLA device")
+    return result
+
+
+def _launch_on_xla(answer, folder, replica: str | None) -> dict:
+    "The script that runs `answer` on XLA, written into `folder` and run; what replica 0 saved."
     import ast
     import inspect
     import os
@@ -170,9 +186,6 @@ def _run_on_xla(answer, folder, replica: str | None = None) -> dict:
 
 @exercise("8.2", "a short last batch that compiles nothing new")
 def _check_8_2(padded_batch):
-    import importlib.util
-    import tempfile
-    from pathlib import Path
     import torch
 
     expect(callable(padded_batch), f"the answer should be a function, not {type(padded_batch).__name__}")
@@ -192,13 +205,7 @@ def _check_8_2(padded_batch):
     )
     full = answer_of(padded_batch, torch.randn(8, 6), torch.randn(8, 1), 8)
     expect(len(full[0]) == 8 and float(full[2].sum()) == 8, "a full batch should come back as it is")
-    expect(
-        importlib.util.find_spec("torch_xla"), "torch_xla is not installed here: run this on a TPU runtime"
-    )
-    with tempfile.TemporaryDirectory() as d:
-        result = _run_on_xla(padded_batch, Path(d))
-    if "error" in result:
-        raise Wrong(f"your code raised {result['error']}")
+    result = _run_on_xla(padded_batch)
     model, batches = _padding_problem()
     with torch.no_grad():
         want = sum(((model(x) - y) ** 2).mean(dim=1).sum() for x, y in batches).item() / 24
@@ -272,10 +279,6 @@ def _xla_class_means(index, out):
 
 @exercise("8.3", "a metric without data-dependent shapes")
 def _check_8_3(mean_by_class):
-    import importlib.util
-    import tempfile
-    from pathlib import Path
-
     batches = _c08_positives(8)
     logits, targets = batches[1]
     got = answer_of(mean_by_class, logits, targets)
@@ -296,13 +299,7 @@ def _check_8_3(mean_by_class):
         f"a batch without a malignant image gave {_c08_rounded(none)}: its malignant mean is NaN (0 / 0), "
         "and the benign mean a number",
     )
-    expect(
-        importlib.util.find_spec("torch_xla"), "torch_xla is not installed here: run this on a TPU runtime"
-    )
-    with tempfile.TemporaryDirectory() as d:
-        result = _run_on_xla(mean_by_class, Path(d), replica="_xla_class_means")
-    if "error" in result:
-        raise Wrong(f"your code raised {result['error']} on the XLA device")
+    result = _run_on_xla(mean_by_class, replica="_xla_class_means")
     for (logits, targets), value in zip(batches, result["values"]):
         want = _c08_class_means(logits, targets)
         expect(
@@ -370,18 +367,8 @@ def _xla_step_losses(index, out):
 
 @exercise("8.4", "the loss of every step, brought over once")
 def _check_8_4(step_losses):
-    import importlib.util
-    import tempfile
-    from pathlib import Path
-
     expect(callable(step_losses), f"the answer should be a function, not {type(step_losses).__name__}")
-    expect(
-        importlib.util.find_spec("torch_xla"), "torch_xla is not installed here: run this on a TPU runtime"
-    )
-    with tempfile.TemporaryDirectory() as d:
-        result = _run_on_xla(step_losses, Path(d), replica="_xla_step_losses")
-    if "error" in result:
-        raise Wrong(f"your code raised {result['error']} on the XLA device")
+    result = _run_on_xla(step_losses, replica="_xla_step_losses")
     losses, want = result["losses"], _c08_losses_on_cpu()
     expect(len(losses) == 6, f"six steps gave {len(losses)} losses: return one per step")
     odd = next((v for v in losses if isinstance(v, str)), None)
