@@ -40,7 +40,11 @@ def fit(module) -> str:
     "Two steps of Lightning on the CPU: 'ok', or the error's type and first line."
     data = torch.utils.data.TensorDataset(torch.randn(16, 3, 2, 2), torch.randint(0, 2, (16, 1)).float())
     trainer = pl.Trainer(
-        max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        max_steps=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
         enable_model_summary=False,
     )
     try:

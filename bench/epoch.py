@@ -200,7 +200,7 @@ def main(argv=None):
     )
     cl = a.channels_last if a.channels_last is not None else device.type == "cuda"
     import pandas as pd
-    from course_lib.dataset import make_dataloaders
+    from course_lib.dataset import LoaderConfig, make_dataloaders
     from course_lib.engine import TrainConfig, train_one_epoch, WeightedFocalLoss
     from course_lib.seeding import seed_everything
     from course_lib.engine import create_model
@@ -217,10 +217,17 @@ def main(argv=None):
     df = pd.read_csv(data / "train.csv")
     df["fold"] = 1
     df.loc[df.index[0], "fold"] = 0  # one validation image: the epoch is every other image
-    kw = dict(fold=0, img_size=a.img_size, batch_size=a.batch_size, num_workers=a.workers, seed=0)
+    kw = dict(
+        fold=0,
+        img_size=a.img_size,
+        batch_size=a.batch_size,
+        num_workers=a.workers,
+        seed=0,
+        check_images=False,
+    )
     loaders = {  # chapter 02's loaders exactly as chapters 02-03 build them: sampler, keys, transforms
-        "course": make_dataloaders(df, data, check_images=False, **kw)[0],
-        "course_float32": make_dataloaders(df, data, check_images=False, normalize_on_device=False, **kw)[0],
+        "course": make_dataloaders(df, data, LoaderConfig(**kw))[0],
+        "course_float32": make_dataloaders(df, data, LoaderConfig(normalize_on_device=False, **kw))[0],
     }
     train = loaders["course"].dataset
     minimal = Augmented(train.image_paths, train.targets, a.img_size)

@@ -20,6 +20,7 @@ delivers the same thing: a normalised float batch where the model is.
 
 from __future__ import annotations
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -62,12 +63,11 @@ class SetRandomSeed(Unseeded):
 
 def loaders(df, data, img_size, batch_size, workers, seed=0):
     "Every pipeline of the comparison, as name -> DataLoader (training side)."
-    from course_lib.dataset import make_dataloaders
+    from course_lib.dataset import LoaderConfig, make_dataloaders
 
-    course = make_dataloaders(df, data, 0, img_size, batch_size, workers, seed, check_images=False)[0]
-    float32 = make_dataloaders(
-        df, data, 0, img_size, batch_size, workers, seed, check_images=False, normalize_on_device=False
-    )[0]
+    settings = LoaderConfig(0, img_size, batch_size, workers, seed, check_images=False)
+    course = make_dataloaders(df, data, settings)[0]
+    float32 = make_dataloaders(df, data, dataclasses.replace(settings, normalize_on_device=False))[0]
     ds, paths, targets = course.dataset, course.dataset.image_paths, course.dataset.targets
 
     def like(dataset, **kw):  # make_dataloaders' loader settings

@@ -83,22 +83,24 @@ def check_used(
     engine: str,  # the engine's name, for the message
     reads,  # the fields of `cfg` the engine uses
     held: dict | None = None,  # fields the engine takes from elsewhere, with the value it will use
+    holder: str | dict = "the module's",  # where held values come from, for the message; a dict: per field
 ) -> None:
     """Refuse, in one line, the first field of `cfg` the engine would not honour: one it does not read that
     is not at its default, or one whose value differs from what the engine holds."""
     import dataclasses
 
-    held = held or {}
+    held, kind = held or {}, type(cfg).__name__
     for field in dataclasses.fields(cfg):
         name, value = field.name, getattr(cfg, field.name)
         if name in held and value != held[name]:
+            who = holder[name] if isinstance(holder, dict) else holder
             raise CourseLibError(
-                f"{engine} trains with the module's {name}={held[name]!r}, "
-                f"not TrainConfig({name}={value!r}): give the module {name}={value!r}"
+                f"{engine} trains with {who} {name}={held[name]!r}, "
+                f"not {kind}({name}={value!r}): make the two equal"
             )
         if name not in reads and name not in held and value != field.default:
             raise CourseLibError(
-                f"{engine} does not support TrainConfig({name}={value!r}): leave it at {field.default!r}"
+                f"{engine} does not support {kind}({name}={value!r}): leave it at {field.default!r}"
             )
 
 # %% ../nbs/checks.ipynb #k011

@@ -236,9 +236,10 @@ def _argument_checks(a) -> list:
     ]
 
 
-def _check_train_args(a):
-    """Refuse bad training arguments before any work starts; returns the run's TrainConfig, the one settings
-    object every engine takes (chapter 03), checked when it is made."""
+def _check_train_args(a) -> tuple:
+    """Refuse bad training arguments before any work starts; returns the run's TrainConfig and LoaderConfig,
+    the two settings objects every engine takes (chapters 03 and 02), each checked when it is made."""
+    from course_lib.dataset import LoaderConfig
     from course_lib.engine import TrainConfig
     from course_lib.engine import check_arch
 
@@ -253,8 +254,17 @@ def _check_train_args(a):
         resume=a.resume,
         compile=a.compile,
     )
-    loader_settings = ("batch_size", "img_size", "num_workers", "fold", "devices")  # the loaders' and DDP's
-    check_settings(**{k: getattr(a, k) for k in loader_settings})  # the limits every engine shares
+    loader = LoaderConfig(
+        fold=a.fold,
+        img_size=a.img_size,
+        batch_size=a.batch_size,
+        num_workers=a.num_workers,
+        seed=a.seed,
+        check_images=False,  # train() checks every image once, before the fold is chosen
+        normalize_on_device=a.normalize_on_device is not False and a.engine != "xla",  # XLA: in the workers
+        augmentations=a.augmentations,
+    )
+    check_settings(devices=a.devices)  # DDP's, the one setting neither object holds
     check_arch(a.arch)
     for ok, msg in _argument_checks(a):
         if not ok:
@@ -270,10 +280,10 @@ def _check_train_args(a):
         from course_lib.xla import require_xla
 
         require_xla()
-    return cfg
+    return cfg, loader
 
 # %% ../nbs/cli.ipynb #69b0f1c4
-def _train_pytorch(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
+def _train_pytorch(a, pretrained, df, data_dir, loader, cfg) -> dict:
     "Chapter 03's fit, with chapter 09's Tracker."
     from course_lib.dataset import make_dataloaders
     from course_lib.engine import fit
@@ -281,7 +291,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     from course_lib.tracking import Tracker
 
     model = create_model(a.arch, pretrained)
-    loaders = make_dataloaders(df, data_dir, check_images=False, **loader_kw)
+    loaders = make_dataloaders(df, data_dir, loader)
     with Tracker(
         a.wandb_project, tracked_settings(vars(a)), a.wandb, name="pytorch", save_dir=a.out
     ) as tracker:
@@ -297,7 +307,7 @@ def _train_pytorch(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     return history
 
 # %% ../nbs/cli.ipynb #8b9dcee0
-def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
+def _train_lightning(a, pretrained, df, data_dir, loader, cfg) -> dict:
     "Chapter 04's fit_lightning, with chapter 09's WandbLogger."
     from course_lib.lightning import MelanomaDataModule, MelanomaModule
     from course_lib.trainer import fit_lightning
@@ -306,7 +316,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     module = MelanomaModule(
         a.arch, pretrained, lr=a.lr, seed=a.seed, channels_last=a.channels_last, compile=a.compile
     )
-    datamodule = MelanomaDataModule(df, data_dir, check_images=False, **loader_kw)
+    datamodule = MelanomaDataModule(df, data_dir, loader)
     logger = wandb_logger(
         a.wandb_project, tracked_settings(vars(a)), a.wandb, name="lightning", save_dir=a.out
     )
@@ -322,7 +332,7 @@ def _train_lightning(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
     return history
 
 # %% ../nbs/cli.ipynb #d594031a
-def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
+def _train_xla(a, pretrained, df, data_dir, loader, cfg) -> dict:
     "Chapter 08's train_xla on the melanoma task, with chapter 09's xla_tracker."
     import functools
     from course_lib.tracking import xla_tracker
@@ -340,16 +350,12 @@ def _train_xla(a, pretrained, df, data_dir, loader_kw, cfg) -> dict:
         )
     return train_xla(
         cfg,
+        loader,
         task="melanoma",
         data_dir=str(data_dir),
-        table=df,  # validated once, here: the replicas do not read train.csv again
+        table=df,  # validated once, in train(): the replicas do not read train.csv again
         arch=a.arch,
         pretrained=pretrained,
-        img_size=a.img_size,
-        batch_size=a.batch_size,
-        num_workers=a.num_workers,
-        fold=a.fold,
-        augmentations=a.augmentations,
         out=str(a.out),
         tracker=tracker,
     )
@@ -359,7 +365,7 @@ def train(
     a,  # the parsed `course-lib train` arguments
 ) -> dict:
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
-    cfg = _check_train_args(a)
+    cfg, loader = _check_train_args(a)
     from course_lib.data import add_folds, check_fold, drop_duplicate_photos
     from course_lib.sources import sample_data_dir
     from course_lib.dataset import validate_table
@@ -374,28 +380,19 @@ def train(
     df = add_folds(table, seed=a.seed)
     check_fold(df, a.fold)  # it exists, and its validation images hold both classes
     images = image_counts(df, a.fold, len(raw))
-    loader_kw = dict(
-        fold=a.fold,
-        img_size=a.img_size,
-        batch_size=a.batch_size,
-        num_workers=a.num_workers,
-        seed=a.seed,
-        normalize_on_device=a.normalize_on_device is not False,
-        augmentations=a.augmentations,
-    )
     engine = dict(pytorch=_train_pytorch, lightning=_train_lightning, xla=_train_xla)[a.engine]
     # W&B stages a copy of every logged checkpoint in its data folder (default: under the home folder) and
     # keeps an offline run's copies: they stay with the run
     os.environ.setdefault("WANDB_DATA_DIR", str((a.out / "wandb-data").resolve()))
     if not is_global_zero():  # a DDP process started by the first one, which holds OUT
         seed_everything(a.seed)
-        return engine(a, pretrained, df, data_dir, loader_kw, cfg)
+        return engine(a, pretrained, df, data_dir, loader, cfg)
     print(describe_counts(images))
     with folder_lock(a.out):
         start_run(a.out, a.overwrite)
         write_json(a.out / CONFIG_FILE, {**run_settings(vars(a)), **images})
         seed_everything(a.seed)
-        history = engine(a, pretrained, df, data_dir, loader_kw, cfg)
+        history = engine(a, pretrained, df, data_dir, loader, cfg)
         write_json(a.out / "metrics.json", history)
     return history
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 import random
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
 from PIL import Image, UnidentifiedImageError
+from .checks import check_choice, check_settings
 from .errors import CourseLibError
 
 # albumentations asks PyPI for its newest version on every import unless this is set: offline is offline
@@ -23,7 +25,7 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 __all__ = ['REQUIRED_COLUMNS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'AUGMENTATION_LIBRARIES', 'image_path', 'check_image',
            'validate_table', 'load_image', 'seed_augmentations', 'augment', 'MelanomaDataset',
            'albumentations_transforms', 'torchvision_transforms', 'get_transforms', 'normalize_batch',
-           'EpochShuffleSampler', 'make_dataloaders']
+           'EpochShuffleSampler', 'LoaderConfig', 'make_dataloaders']
 
 # %% ../nbs/02_dataset.ipynb #7342fed8
 REQUIRED_COLUMNS = ("image_name", "target")
@@ -307,44 +309,60 @@ class EpochShuffleSampler(torch.utils.data.Sampler):
         g = torch.Generator().manual_seed(self.seed * 10_007 + self.epoch)
         return iter([(self.epoch, i) for i in torch.randperm(self.n, generator=g).tolist()])
 
+# %% ../nbs/02_dataset.ipynb #7fb27b941602401d91542211134fc71a
+@dataclass(frozen=True)
+class LoaderConfig:
+    "How the loaders read one fold of the table; checked when it is made, taken whole by every engine."
+
+    fold: int = 0  # the validation fold
+    img_size: int = 128  # training resolution, pixels
+    batch_size: int = 32  # images per batch
+    num_workers: int = 0  # loader worker processes
+    seed: int = 42  # the order and the augmentations depend on it
+    check_images: bool = True  # validate_table opens every image first
+    normalize_on_device: bool = True  # uint8 batches, normalised by the engine; False: float32
+    augmentations: str = "torchvision"  # the pipeline's library: one of AUGMENTATION_LIBRARIES
+
+    def __post_init__(self):
+        check_settings(fold=self.fold, img_size=self.img_size, batch_size=self.batch_size, seed=self.seed)
+        check_settings(num_workers=self.num_workers)
+        check_choice("augmentations", self.augmentations, AUGMENTATION_LIBRARIES)
+
 # %% ../nbs/02_dataset.ipynb #c019
 def make_dataloaders(
     df: pd.DataFrame,  # the table, with a fold column (add_folds)
     data_dir,  # a folder in the Kaggle layout
-    fold: int = 0,  # the validation fold
-    img_size: int = 128,  # training resolution, pixels
-    batch_size: int = 32,  # images per batch
-    num_workers: int = 0,  # loader worker processes
-    seed: int = 42,  # the order and the augmentations depend on it
-    check_images: bool = True,  # validate_table opens every image first
-    normalize_on_device: bool = True,  # uint8 batches, normalised by the engine; False: float32
-    augmentations: str = "torchvision",  # the pipeline's library: one of AUGMENTATION_LIBRARIES
+    loader: LoaderConfig | None = None,  # the loaders' settings; None: LoaderConfig()'s defaults
 ):
-    """Train and valid DataLoaders for `fold` of `df` (needs a `fold` column), after `validate_table`;
-    uint8 batches unless `normalize_on_device=False`."""
-    validate_table(df, data_dir, check_images)
+    """Train and valid DataLoaders for `loader.fold` of `df` (needs a `fold` column), after `validate_table`;
+    uint8 batches unless `loader.normalize_on_device` is False."""
+    c = loader or LoaderConfig()
+    validate_table(df, data_dir, c.check_images)
     if "fold" not in df.columns:
         raise CourseLibError("the table has no fold column: call add_folds first")
-    if fold not in set(df.fold):
-        raise CourseLibError(f"--fold {fold} does not exist; folds are {sorted(set(df.fold))}")
+    if c.fold not in set(df.fold):
+        raise CourseLibError(f"--fold {c.fold} does not exist; folds are {sorted(set(df.fold))}")
     loaders = []
     for train in (True, False):
-        part = df[(df.fold != fold) if train else (df.fold == fold)]
+        part = df[(df.fold != c.fold) if train else (df.fold == c.fold)]
         ds = MelanomaDataset(
             [image_path(data_dir, n) for n in part.image_name],
             part.target,
-            get_transforms(img_size, train, seed, not normalize_on_device, augmentations),
-            seed=seed,
+            get_transforms(c.img_size, train, c.seed, not c.normalize_on_device, c.augmentations),
+            seed=c.seed,
         )
         loaders.append(
             torch.utils.data.DataLoader(
                 ds,
-                batch_size=batch_size,
-                num_workers=num_workers,
-                sampler=EpochShuffleSampler(len(ds), seed) if train else None,
-                drop_last=train and len(ds) % batch_size == 1,  # a 1-image batch breaks BatchNorm in training
-                generator=torch.Generator().manual_seed(seed),  # worker seeds; keeps the global RNG untouched
-                persistent_workers=num_workers > 0,
+                batch_size=c.batch_size,
+                num_workers=c.num_workers,
+                sampler=EpochShuffleSampler(len(ds), c.seed) if train else None,
+                drop_last=train
+                and len(ds) % c.batch_size == 1,  # a 1-image batch breaks BatchNorm in training
+                generator=torch.Generator().manual_seed(
+                    c.seed
+                ),  # worker seeds; keeps the global RNG untouched
+                persistent_workers=c.num_workers > 0,
                 pin_memory=torch.cuda.is_available(),
             )
         )

@@ -13,7 +13,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 from torchmetrics.classification import BinaryAUROC
 from torchmetrics.utilities.data import dim_zero_cat  # torchmetrics 1.0 has it here only
-from .dataset import make_dataloaders
+from .dataset import LoaderConfig, make_dataloaders
 from .dataset import normalize_batch
 from .engine import WeightedFocalLoss, roc_auc
 from .seeding import seed_everything
@@ -99,25 +99,15 @@ class MelanomaDataModule(pl.LightningDataModule):
         self,
         df,  # the table, with a fold column (chapter 01's add_folds)
         data_dir,  # a folder in the Kaggle layout
-        fold: int = 0,  # the validation fold
-        img_size: int = 128,  # training resolution, pixels
-        batch_size: int = 32,  # images per batch
-        num_workers: int = 0,  # loader worker processes
-        seed: int = 42,  # the order and augmentations depend on it (chapter 02)
-        check_images: bool = True,  # validate_table opens every image first
-        normalize_on_device: bool = True,  # uint8 batches, normalised by the module
-        augmentations: str = "torchvision",  # the pipeline's library (chapter 02)
+        loader: LoaderConfig | None = None,  # chapter 02's loader settings; None: its defaults
     ):
         super().__init__()
-        self.df, self.data_dir, self._loaders = df, data_dir, None
-        self.kw = dict(fold=fold, img_size=img_size, batch_size=batch_size, seed=seed)  # make_dataloaders'
-        self.kw |= dict(num_workers=num_workers, check_images=check_images, augmentations=augmentations)
-        self.kw |= dict(normalize_on_device=normalize_on_device)
+        self.df, self.data_dir, self.loader, self._loaders = df, data_dir, loader or LoaderConfig(), None
 
     def setup(self, stage=None):
         "Make both loaders once, whatever the stage (chapter 02's make_dataloaders)."
         if self._loaders is None:
-            self._loaders = make_dataloaders(self.df, self.data_dir, **self.kw)
+            self._loaders = make_dataloaders(self.df, self.data_dir, self.loader)
 
     def train_dataloader(self):
         "The training loader: every other fold, in a new order each epoch."

@@ -11,14 +11,15 @@ import json
 from pathlib import Path
 import torch
 from torch import nn
-from .checks import check_finite_loss, check_settings, check_used
+from .checks import check_finite_loss, check_used
 from .errors import CourseLibError
+from .dataset import LoaderConfig
 from .engine import TrainConfig, WeightedFocalLoss, create_model, save_checkpoint
 from .tpu import Task, train_replica
 
 # %% auto #0
-__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'fashion_task', 'melanoma_task', 'run_replica',
-           'require_xla', 'xla_device_type', 'train_xla', 'xla_accelerator']
+__all__ = ['TASKS', 'XLA_PRECISIONS', 'XLA_DEFAULTS', 'FROM_CONFIG', 'FROM_LOADER', 'fashion_task', 'melanoma_task',
+           'run_replica', 'require_xla', 'xla_device_type', 'train_xla', 'xla_accelerator']
 
 # %% ../nbs/xla.ipynb #c019
 def _classifier(arch: str, num_classes: int, pretrained: bool = False) -> nn.Module:
@@ -60,14 +61,10 @@ def melanoma_task(
     flags: dict,  # train_xla's settings (XLA_DEFAULTS)
 ) -> Task:
     "Chapters 02-03's melanoma data (one fold), model and focal loss; ROC AUC."
-    from course_lib.data import add_folds, read_train_table
     from course_lib.dataset import MelanomaDataset, get_transforms
     from course_lib.dataset import image_path
 
-    d = Path(flags["data_dir"])
-    df = flags.get("table")  # the command line's table, validated once, before any replica started
-    if df is None:
-        df = add_folds(read_train_table(d, verbose=False), seed=flags["seed"])
+    d, df = Path(flags["data_dir"]), flags["table"]  # read and checked once, before any replica started
     datasets = []
     for train in (True, False):
         part = df[(df.fold != flags["fold"]) if train else (df.fold == flags["fold"])]
@@ -115,7 +112,7 @@ def _checkpoint(flags: dict) -> Path:
 
 # %% ../nbs/xla.ipynb #c033
 XLA_PRECISIONS = ("32", "bf16-mixed")  # fp16 has no place on TPUs: they compute in bf16
-XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; the six from TrainConfig marked
+XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; TrainConfig's, LoaderConfig's marked
     task="fashion",  # "fashion" (the post's FashionMNIST) or "melanoma" (chapters 02-03)
     data_dir=None,  # the data's folder; None: the course cache (fashion)
     table=None,  # melanoma: the table with its folds, already checked; None: read data_dir/train.csv
@@ -123,16 +120,16 @@ XLA_DEFAULTS = dict(  # every setting a replica gets, with its default; the six 
     download=False,  # fashion: download the real files when they are missing
     arch="resnet50",  # alexnet, simple-cnn, or any chapter 03 architecture
     pretrained=False,  # start from ImageNet weights (chapter 03's create_model)
-    img_size=128,  # pixels per side
-    batch_size=128,  # per replica: the global batch is replicas x batch_size
+    img_size=128,  # LoaderConfig; pixels per side
+    batch_size=128,  # LoaderConfig; per replica: the global batch is replicas x batch_size
     epochs=2,  # TrainConfig
     lr=1e-3,  # TrainConfig; for one replica: run_replica multiplies it by the number of replicas
     precision="32",  # TrainConfig; "32" or "bf16-mixed" (torch.autocast("xla"))
     accumulate=1,  # TrainConfig; micro-batches per optimizer step (chapter 06)
-    num_workers=0,  # DataLoader worker processes per replica
-    seed=42,  # TrainConfig; weights, shuffling and augmentations
-    fold=0,  # melanoma: the validation fold
-    augmentations="torchvision",  # melanoma: chapter 02's pipeline, torchvision's or albumentations'
+    num_workers=0,  # LoaderConfig; DataLoader worker processes per replica
+    seed=42,  # TrainConfig (and LoaderConfig, equal); weights, shuffling and augmentations
+    fold=0,  # LoaderConfig; melanoma: the validation fold
+    augmentations="torchvision",  # LoaderConfig; melanoma: chapter 02's pipeline library
     out="runs/xla",  # where xla_history.json goes (and checkpoints/last.pt, without a checkpoint_dir)
     checkpoint_dir=None,  # TrainConfig; the folder of last.pt; None: OUT/checkpoints
     tracker=None,  # chapter 09: a function (rank, world) -> a tracker, or None
@@ -165,35 +162,69 @@ FROM_CONFIG = (
     "seed",
     "checkpoint_dir",
 )  # what train_xla reads of TrainConfig
+FROM_LOADER = {  # what train_xla reads of chapter 02's LoaderConfig, per task; the seed is TrainConfig's
+    "fashion": ("img_size", "batch_size", "num_workers"),
+    "melanoma": ("img_size", "batch_size", "num_workers", "fold", "augmentations", "check_images"),
+}
 
 
-def _xla_flags(cfg: TrainConfig, flags: dict) -> dict:
-    "The replicas' settings: XLA_DEFAULTS, `flags` and `cfg`'s numbers; one clear error before any process."
+def _xla_flags(
+    cfg: TrainConfig,  # the training's settings (chapter 03)
+    loader: LoaderConfig,  # the loaders' settings (chapter 02)
+    flags: dict,  # the XLA settings given by name
+) -> dict:
+    "The replicas' settings: XLA_DEFAULTS, `flags`, `cfg`'s and `loader`'s; one clear error before any start."
     unknown = set(flags) - set(XLA_DEFAULTS)
     if unknown:
         raise CourseLibError(f"unknown setting(s) {', '.join(sorted(unknown))}")
-    if set(flags) & set(FROM_CONFIG):
-        name = sorted(set(flags) & set(FROM_CONFIG))[0]
-        raise CourseLibError(f"{name} is a TrainConfig setting: train_xla(TrainConfig({name}=...), ...)")
+    for kind, fields in (("TrainConfig", FROM_CONFIG), ("LoaderConfig", FROM_LOADER["melanoma"])):
+        if set(flags) & set(fields):
+            name = sorted(set(flags) & set(fields))[0]
+            raise CourseLibError(f"{name} is a {kind} setting: train_xla(..., {kind}({name}=...))")
+    task = flags.get("task", XLA_DEFAULTS["task"])
+    if task not in TASKS:
+        raise CourseLibError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     # torch_xla compiles every step itself, its runs write no resumable checkpoint, and the replicas check the
-    # loss once per epoch: resume, compile, channels_last, patience, progress and check_every are refused
+    # loss once per epoch: resume, compile, channels_last, patience, progress and check_every are refused;
+    # the replicas normalise in the loader's workers, and FashionMNIST has neither folds nor augmentations
     check_used(cfg, "train_xla", FROM_CONFIG)
-    flags = {**XLA_DEFAULTS, **flags, **{k: getattr(cfg, k) for k in FROM_CONFIG}}
-    if flags["task"] not in TASKS:
-        raise CourseLibError(f"unknown task {flags['task']!r}; choose one of {', '.join(TASKS)}")
+    held = {"seed": cfg.seed, "normalize_on_device": False}
+    holder = {"seed": "TrainConfig's", "normalize_on_device": "float32 batches,"}
+    check_used(loader, f"train_xla ({task})", FROM_LOADER[task], held, holder)
+    flags = {**XLA_DEFAULTS, **flags, **{k: getattr(loader, k) for k in FROM_LOADER[task]}}
+    flags |= {k: getattr(cfg, k) for k in FROM_CONFIG}
     if flags["precision"] not in XLA_PRECISIONS:
         raise CourseLibError(f"--precision on XLA must be 32 or bf16-mixed, got {flags['precision']!r}")
-    check_settings(**{k: flags[k] for k in ("batch_size", "img_size", "num_workers", "fold")})
     return flags
+
+
+def _melanoma_table(
+    flags: dict,  # the replicas' settings
+):
+    "The melanoma table with its folds, read and (with check_images) checked once, before any replica starts."
+    from course_lib.data import add_folds, read_train_table
+    from course_lib.dataset import validate_table
+
+    df = flags["table"]
+    if df is None:
+        df = add_folds(read_train_table(flags["data_dir"], verbose=False), seed=flags["seed"])
+    if flags["check_images"]:
+        validate_table(df, flags["data_dir"])
+    return df
 
 
 def train_xla(
     cfg: TrainConfig | None = None,  # epochs, lr, precision, accumulate, seed; None: 2 epochs at lr 1e-3
+    loader: LoaderConfig | None = None,  # chapter 02's, with normalize_on_device=False; None: XLA_DEFAULTS'
     **flags,  # the XLA settings that replace XLA_DEFAULTS' values, by name (task, data_dir, arch, ...)
 ) -> dict:
     "Train on every XLA device with `torch_xla.launch`; returns the history (the other engines' format)."
     cfg = cfg or TrainConfig(**{k: XLA_DEFAULTS[k] for k in FROM_CONFIG})
-    flags = _xla_flags(cfg, flags)
+    defaults = {k: XLA_DEFAULTS[k] for k in FROM_LOADER["fashion"]}
+    loader = loader or LoaderConfig(seed=cfg.seed, normalize_on_device=False, **defaults)
+    flags = _xla_flags(cfg, loader, flags)
+    if flags["task"] == "melanoma":
+        flags["table"] = _melanoma_table(flags)
     print(f"XLA device type: {xla_device_type()}")
     import torch_xla
 

@@ -333,8 +333,9 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
     assert lines == {f"--{setting} must be at least 1, got {value}"}, lines
 
 
-def test_train_xla_takes_the_shared_settings_from_its_trainconfig_only():
-    "The shared settings come from TrainConfig; XLA's own settings meet the same table of limits."
+def test_train_xla_takes_the_shared_settings_from_its_two_settings_objects_only():
+    "The shared settings come from TrainConfig and LoaderConfig, whole; what XLA would not honour is refused."
+    from course_lib.dataset import LoaderConfig
     from course_lib.engine import TrainConfig
     from course_lib.errors import CourseLibError
     from course_lib.xla import train_xla
@@ -342,13 +343,28 @@ def test_train_xla_takes_the_shared_settings_from_its_trainconfig_only():
     for call, line in (
         (
             lambda: train_xla(epochs=3),
-            "epochs is a TrainConfig setting: train_xla(TrainConfig(epochs=...), ...)",
+            "epochs is a TrainConfig setting: train_xla(..., TrainConfig(epochs=...))",
         ),
         (
             lambda: train_xla(TrainConfig(resume=True, checkpoint_dir="runs")),
             "train_xla does not support TrainConfig(resume=True): leave it at False",
         ),
-        (lambda: train_xla(batch_size=0), "--batch-size must be at least 1, got 0"),
+        (
+            lambda: train_xla(batch_size=16),
+            "batch_size is a LoaderConfig setting: train_xla(..., LoaderConfig(batch_size=...))",
+        ),
+        (
+            lambda: train_xla(TrainConfig(seed=1), LoaderConfig(seed=2, normalize_on_device=False)),
+            "train_xla (fashion) trains with TrainConfig's seed=1, not LoaderConfig(seed=2): "
+            "make the two equal",
+        ),
+        (
+            lambda: train_xla(
+                TrainConfig(), LoaderConfig(augmentations="albumentations", normalize_on_device=False)
+            ),
+            "train_xla (fashion) does not support LoaderConfig(augmentations='albumentations'): "
+            "leave it at 'torchvision'",
+        ),
         (
             lambda: train_xla(TrainConfig(precision="16-mixed")),
             "--precision on XLA must be 32 or bf16-mixed, got '16-mixed'",

@@ -121,13 +121,13 @@ def test_fit_takes_a_model_compiled_by_hand(sample_dir, tmp_path):
     "fit on an OptimizedModule: it trains the module underneath and saves that module's names."
     import pandas as pd
     from course_lib.data import add_folds
-    from course_lib.dataset import make_dataloaders
+    from course_lib.dataset import LoaderConfig, make_dataloaders
     from course_lib.engine import TrainConfig
     from course_lib.engine import fit
     from course_lib.seeding import seed_everything
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"), seed=42)
-    train_loader, valid_loader = make_dataloaders(df, sample_dir, 0, 16, 32, 0, 42)
+    train_loader, valid_loader = make_dataloaders(df, sample_dir, LoaderConfig(0, 16, 32, 0, 42))
     seed_everything(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
     net.append(torch.nn.Linear(4, 1))

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 from course_lib.errors import CourseLibError
-from course_lib.dataset import load_image, make_dataloaders
+from course_lib.dataset import LoaderConfig, load_image, make_dataloaders
 from course_lib.dataset import validate_table
 from course_lib.engine import WeightedFocalLoss, train_one_epoch
 from course_lib.engine import load_checkpoint, save_checkpoint
@@ -80,13 +80,13 @@ def test_dataloaders_split_the_fold_and_give_uint8_batches(sample_dir):
     from course_lib.data import add_folds
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"))
-    tl, vl = make_dataloaders(df, sample_dir, fold=1, img_size=32, batch_size=8)
+    tl, vl = make_dataloaders(df, sample_dir, LoaderConfig(fold=1, img_size=32, batch_size=8))
     x, y = next(iter(tl))
     assert x.shape == (8, 3, 32, 32) and x.dtype == torch.uint8, "uint8 by default (chapter 02)"
     assert y.shape == (8, 1) and y.dtype == torch.float32
     assert len(tl.dataset) + len(vl.dataset) == len(df) and len(vl.dataset) == (df.fold == 1).sum()
     with pytest.raises(CourseLibError, match="--fold 7 does not exist"):
-        make_dataloaders(df, sample_dir, fold=7)
+        make_dataloaders(df, sample_dir, LoaderConfig(fold=7))
 
 
 def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_dir):
@@ -101,9 +101,8 @@ def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_
     df = add_folds(pd.read_csv(sample_dir / "train.csv"))
     runs = {}
     for on_device in (False, True):
-        tl, vl = make_dataloaders(
-            df, sample_dir, fold=0, img_size=32, batch_size=8, normalize_on_device=on_device
-        )
+        loader = LoaderConfig(fold=0, img_size=32, batch_size=8, normalize_on_device=on_device)
+        tl, vl = make_dataloaders(df, sample_dir, loader)
         x, _ = next(iter(tl))
         assert x.dtype == (torch.uint8 if on_device else torch.float32) and x.shape == (8, 3, 32, 32)
         seed_everything(0)

@@ -21,10 +21,10 @@ ARCH, SIZE = "resnet18", 32
 def trained(sample_dir, tmp_path_factory):
     "One epoch of chapter 03's fit on the sample set, with its checkpoint, loaders and history."
     from course_lib.data import add_folds
-    from course_lib.dataset import make_dataloaders
+    from course_lib.dataset import LoaderConfig, make_dataloaders
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"), seed=42)
-    loaders = make_dataloaders(df, sample_dir, 0, SIZE, 16, 0, 42)
+    loaders = make_dataloaders(df, sample_dir, LoaderConfig(0, SIZE, 16, 0, 42))
     out = tmp_path_factory.mktemp("ckpt")
     seed_everything(42)
     cfg = TrainConfig(epochs=1, lr=1e-3, checkpoint_dir=out, progress=False)

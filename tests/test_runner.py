@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 import nbformat
 import pytest
 from course_lib.book.runner import find_notebooks, run_notebooks
@@ -217,6 +218,23 @@ def test_runner_keeps_wandb_copies_with_the_run_not_in_the_home_folder(tmp_path,
     cells = nbformat.read(tmp_path / "out" / "01_env.ipynb", as_version=4).cells
     printed = "".join(o.get("text", "") for c in cells if c.cell_type == "code" for o in c.outputs)
     assert printed.strip() == str((tmp_path / "out" / "wandb-data").resolve()), printed
+
+
+def test_what_a_notebook_leaves_in_its_temporary_folder_is_removed(tmp_path):
+    "Each kernel gets a temporary folder of its own (TMPDIR); the runner removes it and what is left in it."
+    d = tmp_path / "nbs"
+    d.mkdir()
+    _write_nb(
+        d / "01_litter.ipynb",
+        "import tempfile, pathlib\nleft = pathlib.Path(tempfile.mkdtemp()) / 'weights.pt'\n"
+        "left.write_bytes(b'0' * 1000)\nprint(left)",
+    )
+    rows = run_notebooks(d, tmp_path / "out", smoke=True, timeout=300, log=lambda *a, **k: None)
+    assert rows[0]["status"] == "ok", rows
+    cells = nbformat.read(tmp_path / "out" / "01_litter.ipynb", as_version=4).cells
+    left = "".join(o.get("text", "") for c in cells if c.cell_type == "code" for o in c.outputs).strip()
+    assert "01_litter-" in left, left
+    assert not Path(left).exists() and not Path(left).parent.parent.exists()
 
 
 def test_runner_leaves_the_callers_environment_as_it_was(nbs, tmp_path, monkeypatch):

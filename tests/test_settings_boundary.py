@@ -1,11 +1,13 @@
-"""Every field of chapter 03's TrainConfig, set to a value other than its default, either changes what an
-engine hands its framework (the Lightning Trainer and its fit call; the XLA replicas' settings) or is refused
-in one line that names the field. Chapter 03's own `fit` reads all twelve fields; its tests cover each."""
+"""Every field of chapter 03's TrainConfig and of chapter 02's LoaderConfig, set to a value other than its
+default, either changes what an engine hands its framework (the Lightning Trainer and its fit call, the
+loaders, the XLA replicas' settings) or is refused in one line that names the field. Chapter 03's own `fit`
+reads all twelve TrainConfig fields; its tests cover each."""
 
 import dataclasses
 import json
 from unittest import mock
 
+import pytest
 import pytorch_lightning as pl
 from course_lib.engine import TrainConfig
 from course_lib.errors import CourseLibError
@@ -66,8 +68,8 @@ def _lightning_run(cfg, capsys) -> tuple:
     )
 
 
-def _xla_run(cfg, out) -> dict:
-    "The settings train_xla hands every replica for `cfg` (the launch is recorded, not run)."
+def _xla_run(cfg, out, loader=None, **flags) -> dict:
+    "The settings train_xla hands every replica for `cfg` and `loader` (the launch is recorded, not run)."
     import course_lib.xla as xla
 
     seen = {}
@@ -77,18 +79,19 @@ def _xla_run(cfg, out) -> dict:
         (out / "xla_history.json").write_text(json.dumps({}))
 
     with mock.patch("torch_xla.launch", launch), mock.patch.object(xla, "xla_device_type", lambda: "CPU"):
-        xla.train_xla(cfg, out=str(out))
+        xla.train_xla(cfg, loader, out=str(out), **flags)
     return {k: str(v) for k, v in seen.items() if k != "tracker"}
 
 
 def _changed_or_refused(run, name, base, changed):
     "Whether the changed field was refused in one line naming it; otherwise assert it changed the run."
+    kind = type(changed).__name__
     try:
         got = run(changed)
     except CourseLibError as e:
-        assert f"TrainConfig({name}=" in str(e) and "\n" not in str(e), str(e)
+        assert f"{kind}({name}=" in str(e) and "\n" not in str(e), str(e)
         return "refused"
-    assert got != run(base), f"TrainConfig({name}=...) changed nothing the engine hands its framework"
+    assert got != run(base), f"{kind}({name}=...) changed nothing the engine hands its framework"
     return "used"
 
 
@@ -110,3 +113,76 @@ def test_xla_uses_or_refuses_every_field(tmp_path):
     }
     refused = {"channels_last", "patience", "resume", "progress", "check_every", "compile"}
     assert {n for n, o in outcome.items() if o == "refused"} == refused, outcome
+
+
+LOADER_VALUES = dict(  # a value unlike the default for every field of LoaderConfig
+    fold=1,
+    img_size=64,
+    batch_size=8,
+    num_workers=1,
+    seed=7,
+    check_images=False,
+    normalize_on_device=False,
+    augmentations="albumentations",
+)
+
+
+def _loader_configs(base: dict):
+    "(field, the baseline LoaderConfig, the one with that field changed) for every field of LoaderConfig."
+    from course_lib.dataset import LoaderConfig
+
+    assert set(LOADER_VALUES) == {f.name for f in dataclasses.fields(LoaderConfig)}, "a field without a value"
+    for name, value in LOADER_VALUES.items():
+        other = (
+            {**base, name: value}
+            if base.get(name) != value
+            else {**base, name: LoaderConfig.__dataclass_fields__[name].default}
+        )
+        yield name, LoaderConfig(**base), LoaderConfig(**other)
+
+
+def _loaders_run(loader, engine, df, data) -> tuple:
+    """What the plain loaders (chapter 02) or the Lightning DataModule (chapter 04) hand the model for
+    `loader`: the split, the batching, the first training batch, and how many images were opened to check."""
+    from course_lib import dataset
+    from course_lib.lightning import MelanomaDataModule
+
+    opened = []
+    real = dataset.check_image
+    with mock.patch.object(dataset, "check_image", lambda p: opened.append(p) or real(p)):
+        if engine == "pytorch":
+            train, valid = dataset.make_dataloaders(df, data, loader)
+        else:
+            dm = MelanomaDataModule(df, data, loader)
+            dm.setup("fit")
+            train, valid = dm.train_dataloader(), dm.val_dataloader()
+    x, _ = next(iter(train))
+    shape = (len(train.dataset), len(valid.dataset), train.batch_size, train.num_workers, x.dtype, x.shape)
+    return (*shape, round(x.double().sum().item(), 3), len(opened))
+
+
+@pytest.mark.parametrize("engine", ["pytorch", "lightning"])
+def test_the_loaders_use_every_loader_field(engine, sample_dir):
+    from course_lib.data import add_folds, read_train_table
+
+    df = add_folds(read_train_table(sample_dir, verbose=False))
+    outcome = {
+        name: _changed_or_refused(lambda c: _loaders_run(c, engine, df, sample_dir), name, base, changed)
+        for name, base, changed in _loader_configs({})
+    }
+    assert set(outcome.values()) == {"used"}, outcome
+
+
+def test_xla_uses_or_refuses_every_loader_field(sample_dir, tmp_path):
+    "On the melanoma task; the replicas normalise in the loader's workers, and take TrainConfig's seed."
+    from course_lib.data import add_folds, read_train_table
+
+    df = add_folds(read_train_table(sample_dir, verbose=False))
+    flags = dict(task="melanoma", data_dir=str(sample_dir), table=df)
+    outcome = {
+        name: _changed_or_refused(
+            lambda c: _xla_run(TrainConfig(), tmp_path, c, **flags), name, base, changed
+        )
+        for name, base, changed in _loader_configs(dict(normalize_on_device=False))
+    }
+    assert {n for n, o in outcome.items() if o == "refused"} == {"seed", "normalize_on_device"}, outcome

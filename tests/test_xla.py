@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 from conftest import REPO, run_cli
+from course_lib.data import add_folds, read_train_table
 from course_lib.sources import make_sample_dataset
 from course_lib.errors import CourseLibError
 from course_lib.tpu import check_no_recompilation, shard_loaders
@@ -175,6 +176,7 @@ def test_melanoma_task_augments_each_epoch_anew_and_repeats_with_the_seed(tmp_pa
         XLA_DEFAULTS,
         task="melanoma",
         data_dir=str(data),
+        table=add_folds(read_train_table(data, verbose=False), seed=7),  # train_xla reads it once
         arch="simple-cnn",
         img_size=32,
         batch_size=4,

@@ -48,6 +48,7 @@ def _fit_module(out, where, accelerator, precision="32"):
     from course_lib.sources import make_sample_dataset
     from course_lib.engine import TrainConfig
     from course_lib.seeding import seed_everything
+    from course_lib.dataset import LoaderConfig
     from course_lib.lightning import MelanomaDataModule, MelanomaModule
     from course_lib.trainer import fit_lightning
 
@@ -82,7 +83,7 @@ def _fit_module(out, where, accelerator, precision="32"):
 
     module.on_before_optimizer_step = before_step
     start = {k: v.clone() for k, v in module.state_dict().items()}
-    dm = MelanomaDataModule(df, data, 0, img_size=32, batch_size=16)
+    dm = MelanomaDataModule(df, data, LoaderConfig(img_size=32, batch_size=16))
     hist = fit_lightning(
         module,
         dm,
@@ -215,23 +216,21 @@ def replicas(out):
 def train(out):
     "train_xla as the course runs it: FashionMNIST in fp32 and bf16, the melanoma task for 2 epochs."
     from course_lib.sources import make_sample_dataset
+    from course_lib.dataset import LoaderConfig
     from course_lib.engine import TrainConfig
     from course_lib.xla import train_xla
 
     d = Path(out).parent
     data = make_sample_dataset(d / "sample", n=60, img_size=40, seed=1)
     runs = {}
-    for name, precision, kw in (
-        ("fashion-32", "32", dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16)),
-        ("fashion-bf16", "bf16-mixed", dict(task="fashion", smoke=True, arch="simple-cnn", img_size=16)),
-        (
-            "melanoma",
-            "32",
-            dict(task="melanoma", data_dir=str(data), arch="simple-cnn", img_size=16, num_workers=2),
-        ),
+    for name, precision, kw, workers in (
+        ("fashion-32", "32", dict(task="fashion", smoke=True, arch="simple-cnn"), 0),
+        ("fashion-bf16", "bf16-mixed", dict(task="fashion", smoke=True, arch="simple-cnn"), 0),
+        ("melanoma", "32", dict(task="melanoma", data_dir=str(data), arch="simple-cnn"), 2),
     ):
         cfg = TrainConfig(epochs=2, lr=1e-3, precision=precision)
-        runs[name] = train_xla(cfg, batch_size=16, out=str(d / name), **kw)
+        loader = LoaderConfig(img_size=16, batch_size=16, num_workers=workers, normalize_on_device=False)
+        runs[name] = train_xla(cfg, loader, out=str(d / name), **kw)
     return runs
 
 

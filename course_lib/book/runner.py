@@ -22,7 +22,7 @@ from ..errors import CourseLibError
 
 # %% auto #0
 __all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'error_line', 'start_notebook', 'finish_notebook', 'run_many', 'run_notebook',
-           'results_text', 'write_summary', 'available_cores', 'share_cores', 'run_notebooks']
+           'results_text', 'write_summary', 'available_cores', 'inductor_cache', 'share_cores', 'run_notebooks']
 
 # %% ../../nbs/book/runner.ipynb #c006
 def find_notebooks(
@@ -85,8 +85,13 @@ def start_notebook(
     parameters: dict,  # papermill parameters, e.g. SMOKE
     env: dict | None = None,  # the kernel's environment; None: this process's
 ) -> dict:
-    "Start papermill on `nb` in a process of its own; returns the running job, for `finish_notebook`."
+    """Start papermill on `nb` in a process of its own, with a temporary folder of its own (`TMPDIR`) that
+    `finish_notebook` removes, whatever the notebook left there; returns the running job."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    scratch = tempfile.TemporaryDirectory(prefix=f"{nb.stem}-")
+    env = dict(os.environ if env is None else env)
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache())  # compiled code outlives the scratch
+    env["TMPDIR"] = scratch.name
     results_path = (out_dir / nb.name).with_suffix(".results.json")
     results_path.unlink(missing_ok=True)
     params = {**parameters, "RESULTS_PATH": str(results_path.resolve())}
@@ -96,7 +101,9 @@ def start_notebook(
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True, env=env
     )
-    return dict(nb=nb, proc=proc, stderr=stderr, results_path=results_path, start=time.time())
+    return dict(
+        nb=nb, proc=proc, stderr=stderr, scratch=scratch, results_path=results_path, start=time.time()
+    )
 
 
 def finish_notebook(
@@ -105,6 +112,7 @@ def finish_notebook(
 ) -> dict:
     "Kill what is left of `job`'s processes; returns notebook, status, seconds, results and error."
     _kill_tree(job["proc"].pid)
+    job["scratch"].cleanup()
     code = job["proc"].wait()
     job["stderr"].seek(0)
     stderr = job["stderr"].read()
@@ -148,6 +156,7 @@ def run_many(
     finally:  # also on Ctrl-C: no kernel is left training in the background
         for job in running.values():
             _kill_tree(job["proc"].pid)
+            job["scratch"].cleanup()
     return [rows[i] for i in range(len(nbs))]
 
 
@@ -199,6 +208,11 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def inductor_cache() -> str:
+    "Inductor's own default cache folder, in the system's temporary folder: compiled code kept between runs."
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + getpass.getuser())
+
+
 def share_cores(
     env: dict,  # the kernels' environment, changed in place
     jobs: int,  # how many notebooks run at once
@@ -211,8 +225,7 @@ def share_cores(
         return
     threads = max(1, available_cores() // jobs)
     env["OMP_NUM_THREADS"] = str(threads)
-    default_cache = os.path.join(tempfile.gettempdir(), "torchinductor_" + getpass.getuser())
-    cache = env.get("TORCHINDUCTOR_CACHE_DIR") or default_cache
+    cache = env.get("TORCHINDUCTOR_CACHE_DIR") or inductor_cache()
     env["TORCHINDUCTOR_CACHE_DIR"] = f"{cache}-{threads}-threads"
 
 
