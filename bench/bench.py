@@ -86,7 +86,7 @@ class Marked:
 def reference_loop(model, batches, device, precision, accumulate):
     "The minimal loop over `batches` (any iterable): autocast, focal loss, scaled backward, a step every K."
     import torch
-    from course_lib.engine import WeightedFocalLoss
+    from course_lib.pytorch_loop import WeightedFocalLoss
 
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
@@ -116,10 +116,10 @@ def run_reference(model, batches, device, precision, accumulate, channels_last, 
 
 
 def run_engine(model, batches, device, precision, accumulate, channels_last, compile):
-    """course_lib.engine.train_one_epoch, called once over all the batches, as a training run calls it; with
-    `compile`, on the model compiled as fit(TrainConfig(compile=True)) compiles it."""
+    """course_lib.pytorch_loop.train_one_epoch, called once over all the batches, as a training run calls it;
+    with `compile`, on the model compiled as fit(TrainConfig(compile=True)) compiles it."""
     import torch
-    from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
+    from course_lib.pytorch_loop import TrainConfig, WeightedFocalLoss, train_one_epoch
 
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
@@ -140,7 +140,7 @@ def run_lightning(model, batches, device, precision, accumulate, channels_last, 
     step. With `compile`, the Trainer gets torch.compile(module), as `course-lib train --compile` hands it."""
     import pytorch_lightning as pl
     from course_lib.lightning import MelanomaModule
-    from course_lib.precision import lightning_precision
+    from course_lib.support.precision import lightning_precision
 
     module = MelanomaModule("efficientnet-b0", channels_last=channels_last)
     module.model = model  # the same architecture instance as the other loops
@@ -190,8 +190,8 @@ def measure_one(
     """Images per second after `warmup` steps, the first step's seconds (with compile: the compilation), and
     peak memory of one loop/configuration, in this process."""
     import torch
-    from course_lib.seeding import seed_everything
-    from course_lib.engine import create_model
+    from course_lib.support.seeding import seed_everything
+    from course_lib.pytorch_loop import create_model
 
     device = torch.device(device)
     seed_everything(0)

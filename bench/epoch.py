@@ -73,7 +73,7 @@ class Augmented(RawJpegs):
 
 def _write_images(job):
     "Write one chunk of generated JPEGs (a worker of `generate`): the same files make_sample_dataset writes."
-    from course_lib.sources import write_sample_image
+    from course_lib.support.sources import write_sample_image
 
     folder, size, seed, rows = job
     for i, name, target in rows:
@@ -84,7 +84,7 @@ def generate(out: Path, n: int, size: int, workers: int, seed: int = 0) -> Path:
     """make_sample_dataset's images and table, written by `workers` processes (33,126 images take minutes
     on one core)."""
     import multiprocessing as mp
-    from course_lib.sources import DUPLICATE, sample_table
+    from course_lib.support.sources import DUPLICATE, sample_table
 
     df = sample_table(n, 0.2, np.random.default_rng(seed))
     (out / "train").mkdir(parents=True, exist_ok=True)
@@ -144,8 +144,8 @@ def pipeline_rate(dl, device, epoch: int = 0) -> tuple[float, float]:
 
 def train_step_fn(model, device, precision, channels_last):
     "One optimizer step on a device batch; the minimal loop of bench/bench.py."
-    from course_lib.engine import WeightedFocalLoss
-    from course_lib.precision import autocast
+    from course_lib.pytorch_loop import WeightedFocalLoss
+    from course_lib.support.precision import autocast
 
     loss_fn, opt = WeightedFocalLoss().to(device), torch.optim.Adam(model.parameters(), lr=5e-4)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
@@ -201,9 +201,9 @@ def main(argv=None):
     cl = a.channels_last if a.channels_last is not None else device.type == "cuda"
     import pandas as pd
     from course_lib.dataset import LoaderConfig, make_dataloaders
-    from course_lib.engine import TrainConfig, train_one_epoch, WeightedFocalLoss
-    from course_lib.seeding import seed_everything
-    from course_lib.engine import create_model
+    from course_lib.pytorch_loop import TrainConfig, train_one_epoch, WeightedFocalLoss
+    from course_lib.support.seeding import seed_everything
+    from course_lib.pytorch_loop import create_model
 
     data = a.data or a.cache / f"n{a.n}_{a.file_size}px"
     if not (data / "train.csv").is_file():

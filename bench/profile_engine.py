@@ -31,7 +31,7 @@ LOOPS = ("reference", "engine", "engine_per_step")
 def run_engine(model, batches, device, precision):
     "One train_one_epoch over all the batches."
     import torch
-    from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
+    from course_lib.pytorch_loop import TrainConfig, WeightedFocalLoss, train_one_epoch
 
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
@@ -41,7 +41,7 @@ def run_engine(model, batches, device, precision):
 def run_engine_per_step(model, batches, device, precision):
     "train_one_epoch once per batch: each call sets up an epoch and reads its loss back."
     import torch
-    from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
+    from course_lib.pytorch_loop import TrainConfig, WeightedFocalLoss, train_one_epoch
 
     loss_fn = WeightedFocalLoss().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5e-4)
@@ -157,8 +157,8 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=Path("bench/results"))
     a = p.parse_args(argv)
     import torch
-    from course_lib.seeding import seed_everything
-    from course_lib.engine import create_model
+    from course_lib.support.seeding import seed_everything
+    from course_lib.pytorch_loop import create_model
 
     if a.device == "auto":
         a.device = "cuda" if torch.cuda.is_available() else "cpu"

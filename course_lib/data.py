@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 import pandas as pd
 from PIL import Image
-from .checks import read_table
-from .errors import CourseLibError
-from .sources import DUPLICATE
+from .support.checks import read_table
+from .support.errors import CourseLibError
+from .support.sources import DUPLICATE
 
 # %% auto #0
 __all__ = ['drop_duplicate_photos', 'read_train_table', 'show_image_grid', 'add_folds', 'check_fold', 'check_no_leakage',

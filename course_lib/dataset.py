@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import torch
 from PIL import Image, UnidentifiedImageError
-from .checks import check_choice, check_settings
-from .errors import CourseLibError
+from .support.checks import check_choice, check_settings
+from .support.errors import CourseLibError
 
 # albumentations asks PyPI for its newest version on every import unless this is set: offline is offline
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")

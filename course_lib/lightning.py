@@ -15,9 +15,9 @@ from torchmetrics.classification import BinaryAUROC
 from torchmetrics.utilities.data import dim_zero_cat  # torchmetrics 1.0 has it here only
 from .dataset import LoaderConfig, make_dataloaders
 from .dataset import normalize_batch
-from .engine import WeightedFocalLoss, roc_auc
-from .seeding import seed_everything
-from .engine import create_model
+from .pytorch_loop import WeightedFocalLoss, roc_auc
+from .support.seeding import seed_everything
+from .pytorch_loop import create_model
 
 # %% auto #0
 __all__ = ['MelanomaModule', 'MelanomaDataModule', 'checkpoint_callbacks', 'logged_epochs']

@@ -11,10 +11,10 @@ import pandas as pd
 import torch
 from .dataset import MelanomaDataset, get_transforms
 from .dataset import normalize_batch
-from .engine import load_checkpoint
-from .checkpoints import uncompiled_state_dict
-from .engine import ARCHS, TIMM_PREFIX, create_model
-from .errors import CourseLibError
+from .pytorch_loop import load_checkpoint
+from .support.checkpoints import uncompiled_state_dict
+from .pytorch_loop import ARCHS, TIMM_PREFIX, create_model
+from .support.errors import CourseLibError
 
 # %% auto #0
 __all__ = ['FLIPS', 'COMPETITION', 'load_model', 'predict', 'ensemble', 'write_submission', 'submit_to_kaggle']
@@ -132,7 +132,7 @@ def submit_to_kaggle(
     message: str,  # the description Kaggle shows beside the score
 ) -> str:
     "Submit to the competition with the Kaggle client; returns Kaggle's reply. No token: one line."
-    from course_lib.sources import kaggle_api
+    from course_lib.support.sources import kaggle_api
 
     api = kaggle_api("nothing was submitted: ")
     try:

@@ -7,7 +7,6 @@ Docs: https://course-lib.github.io/course_lib/tpu.html.md"""
 # %% ../nbs/08_tpu.ipynb #b92d8321
 from __future__ import annotations
 import copy
-import json
 import math
 import time
 from pathlib import Path
@@ -15,9 +14,10 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
-from .errors import CourseLibError
-from .engine import history_dict, roc_auc
-from .seeding import seed_everything
+from .support.errors import CourseLibError
+from .pytorch_loop import history_dict, roc_auc
+from .support.outputs import write_json
+from .support.seeding import seed_everything
 
 # %% auto #0
 __all__ = ['compile_count', 'Task', 'EpochDistributedSampler', 'shard_loaders', 'train_epoch_xla', 'gather_rows', 'validate_xla',
@@ -183,7 +183,7 @@ def train_replica(
             flags["on_epoch_end"](row, model)
     if rank == 0:
         history = history_dict("xla", rows, task.metric)  # chapter 03's, with best_<metric>
-        (Path(flags["out"]) / "xla_history.json").write_text(json.dumps(history, indent=2))
+        write_json(Path(flags["out"]) / "xla_history.json", history)  # strict JSON, as every run file
     xm.save(model.state_dict(), str(Path(flags["out"]) / "model.pt"))  # the master writes, on the CPU
     return rows
 

@@ -45,7 +45,7 @@ def run_main(capsys, *args, book: bool = False) -> tuple[int, str, str]:
     stdout, stderr). For argument and input errors, which stop before any training: no Python start-up per
     case."""
     from course_lib.book.cli import main as book_main
-    from course_lib.cli import main as learner_main
+    from course_lib.support.cli import main as learner_main
 
     main = book_main if book else learner_main
     capsys.readouterr()  # drop what earlier steps printed
@@ -57,7 +57,7 @@ def run_main(capsys, *args, book: bool = False) -> tuple[int, str, str]:
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory):
     "A small generated sample set in the Kaggle layout, shared by the session's tests."
-    from course_lib.sources import make_sample_dataset
+    from course_lib.support.sources import make_sample_dataset
 
     return make_sample_dataset(tmp_path_factory.mktemp("sample") / "melanoma", n=120, img_size=48, seed=7)
 

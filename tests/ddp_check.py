@@ -15,7 +15,7 @@ import torch
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from torchmetrics.functional.classification import binary_auroc
-from course_lib.seeding import seed_everything
+from course_lib.support.seeding import seed_everything
 from course_lib.lightning import MelanomaModule
 
 GLOBAL_BATCH, N, N_VALID = 16, 64, 64

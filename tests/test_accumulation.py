@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 from torch import nn
-from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
+from course_lib.pytorch_loop import TrainConfig, WeightedFocalLoss, train_one_epoch
 from tiny_nets import batches, small_cnn
 
 CPU = torch.device("cpu")

@@ -308,11 +308,11 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
     """The command line, and chapters 03's fit, 04's fit_lightning and 08's train_xla share one check: the
     settings object TrainConfig (the command line and fit_lightning take it), and XLA's flags against the same
     table of limits."""
-    from course_lib.engine import TrainConfig
-    from course_lib.engine import fit
-    from course_lib.errors import CourseLibError
-    from course_lib.trainer import fit_lightning
-    from course_lib.xla import train_xla
+    from course_lib.pytorch_loop import TrainConfig
+    from course_lib.pytorch_loop import fit
+    from course_lib.support.errors import CourseLibError
+    from course_lib.support.trainer import fit_lightning
+    from course_lib.support.xla import train_xla
 
     engines = [
         lambda kw: fit(None, None, None, TrainConfig(**kw)),
@@ -336,9 +336,9 @@ def test_every_engine_refuses_a_bad_setting_with_the_same_line(setting, value, s
 def test_train_xla_takes_the_shared_settings_from_its_two_settings_objects_only():
     "The shared settings come from TrainConfig and LoaderConfig, whole; what XLA would not honour is refused."
     from course_lib.dataset import LoaderConfig
-    from course_lib.engine import TrainConfig
-    from course_lib.errors import CourseLibError
-    from course_lib.xla import train_xla
+    from course_lib.pytorch_loop import TrainConfig
+    from course_lib.support.errors import CourseLibError
+    from course_lib.support.xla import train_xla
 
     for call, line in (
         (

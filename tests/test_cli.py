@@ -2,14 +2,14 @@
 
 import pandas as pd
 import pytest
-from course_lib.sources import KAGGLE_COLUMNS
+from course_lib.support.sources import KAGGLE_COLUMNS
 from conftest import run_cli, run_main
 
 
 def _help(capsys, *args, book: bool = False) -> str:
     "`course-lib ARGS --help` (`course-book` when `book`) in this process: what it prints (exit status 0)."
     from course_lib.book.cli import main as book_main
-    from course_lib.cli import main as learner_main
+    from course_lib.support.cli import main as learner_main
 
     main = book_main if book else learner_main
     capsys.readouterr()
@@ -34,7 +34,7 @@ def test_every_subcommand_has_help(capsys):
 
 def test_the_book_commands_are_not_the_learners(capsys):
     "A maintainer's command given to `course-lib` is refused by argparse, naming the learner's choices."
-    from course_lib.cli import main
+    from course_lib.support.cli import main
 
     for cmd in ("run-notebooks", "site", "sync-docs"):
         capsys.readouterr()
@@ -50,7 +50,7 @@ def test_the_installed_program_prints_its_help_without_loading_the_heavy_librari
     r = run_cli("--help", env={"PYTHONPROFILEIMPORTTIME": "1"}, timeout=60)
     assert r.returncode == 0 and "usage: course-lib" in r.stdout and "train" in r.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if "|" in line}
-    assert "course_lib.cli" in imported, sorted(imported)[:20]
+    assert "course_lib.support.cli" in imported, sorted(imported)[:20]
     heavy = {"torch", "pandas", "sklearn", "scipy", "wandb", "numpy"} & imported
     assert not heavy, f"course-lib --help imported {sorted(heavy)}"
 

@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 from conftest import run_cli, run_main
-from course_lib.checkpoints import uncompiled_state_dict
-from course_lib.engine import load_checkpoint
-from course_lib.engine import create_model
+from course_lib.support.checkpoints import uncompiled_state_dict
+from course_lib.pytorch_loop import load_checkpoint
+from course_lib.pytorch_loop import create_model
 from course_lib.predict import load_model
 
 ARCH, SIZE = "resnet18", 32
@@ -24,7 +24,7 @@ def train(data, out, *args):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     "300 generated JPEGs in the Kaggle layout (the smoke course's size): about 12 positives per fold."
-    from course_lib.sources import make_sample_dataset
+    from course_lib.support.sources import make_sample_dataset
 
     return make_sample_dataset(tmp_path_factory.mktemp("sample") / "melanoma", n=300, img_size=48, seed=7)
 
@@ -122,9 +122,9 @@ def test_fit_takes_a_model_compiled_by_hand(sample_dir, tmp_path):
     import pandas as pd
     from course_lib.data import add_folds
     from course_lib.dataset import LoaderConfig, make_dataloaders
-    from course_lib.engine import TrainConfig
-    from course_lib.engine import fit
-    from course_lib.seeding import seed_everything
+    from course_lib.pytorch_loop import TrainConfig
+    from course_lib.pytorch_loop import fit
+    from course_lib.support.seeding import seed_everything
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"), seed=42)
     train_loader, valid_loader = make_dataloaders(df, sample_dir, LoaderConfig(0, 16, 32, 0, 42))

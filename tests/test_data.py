@@ -5,9 +5,10 @@ import pandas as pd
 import pytest
 import torch
 from PIL import Image
-from course_lib import data, sources
-from course_lib.sources import KAGGLE_COLUMNS
-from course_lib.errors import CourseLibError
+from course_lib import data
+from course_lib.support import sources
+from course_lib.support.sources import KAGGLE_COLUMNS
+from course_lib.support.errors import CourseLibError
 from conftest import run_cli
 
 
@@ -171,7 +172,7 @@ def test_sample_is_built_beside_its_destination_when_tmp_is_another_file_system(
     cannot cross devices."""
     import os
     import tempfile
-    from course_lib.sources import make_sample_dataset
+    from course_lib.support.sources import make_sample_dataset
 
     other = "/dev/shm"
     if not os.path.isdir(other) or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
@@ -260,7 +261,7 @@ def test_torchvision_flips_are_independent_and_normalise_as_albumentations(sampl
     assert raw.dtype == torch.uint8 and torch.equal(normed, normalize_batch(raw[None])[0])
     album = augment(get_transforms(32, True, normalize=False, library="albumentations"), image, 5)
     assert type(album) is type(raw) is torch.Tensor and album.shape == raw.shape and album.dtype == raw.dtype
-    from course_lib.errors import CourseLibError
+    from course_lib.support.errors import CourseLibError
 
     with pytest.raises(CourseLibError, match="--augmentations must be one of torchvision, albumentations"):
         get_transforms(32, library="kornia")

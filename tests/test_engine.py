@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 import torch
 from PIL import Image
-from course_lib.errors import CourseLibError
+from course_lib.support.errors import CourseLibError
 from course_lib.dataset import LoaderConfig, load_image, make_dataloaders
 from course_lib.dataset import validate_table
-from course_lib.engine import WeightedFocalLoss, train_one_epoch
-from course_lib.engine import load_checkpoint, save_checkpoint
-from course_lib.engine import create_model
+from course_lib.pytorch_loop import WeightedFocalLoss, train_one_epoch
+from course_lib.pytorch_loop import load_checkpoint, save_checkpoint
+from course_lib.pytorch_loop import create_model
 from conftest import run_cli, run_main
 
 
@@ -94,8 +94,8 @@ def test_uint8_loaders_normalised_on_the_device_train_like_float_loaders(sample_
     Lightning module normalise them."""
     from course_lib.data import add_folds
     from course_lib.dataset import normalize_batch
-    from course_lib.engine import evaluate
-    from course_lib.seeding import seed_everything
+    from course_lib.pytorch_loop import evaluate
+    from course_lib.support.seeding import seed_everything
     from course_lib.lightning import MelanomaModule
 
     df = add_folds(pd.read_csv(sample_dir / "train.csv"))
@@ -246,7 +246,7 @@ def test_roc_auc_is_the_metric_of_every_engine_and_nan_for_one_class():
     "engine.evaluate and the Lightning module score a fold as roc_auc does: sklearn's AUC, NaN for one class."
     from sklearn.metrics import roc_auc_score
     from torch.utils.data import DataLoader, TensorDataset
-    from course_lib.engine import evaluate, roc_auc
+    from course_lib.pytorch_loop import evaluate, roc_auc
     from course_lib.lightning import MelanomaModule
 
     p = torch.tensor([0.1, 0.4, 0.35, 0.8])

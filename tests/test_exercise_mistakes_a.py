@@ -10,7 +10,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from course_lib.engine import WeightedFocalLoss
+from course_lib.pytorch_loop import WeightedFocalLoss
 from course_lib.exercises import registered, verdict
 from PIL import Image
 from sklearn.metrics import roc_auc_score

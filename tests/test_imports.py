@@ -107,11 +107,11 @@ def test_the_learners_library_never_imports_the_tooling():
 
 def test_importing_the_command_line_loads_none_of_the_tooling():
     "What `course-lib train` pays for at start-up: no papermill, Sphinx, Babel or the site builder."
-    code = "import sys, course_lib.cli; print(' '.join(sorted(sys.modules)))"
+    code = "import sys, course_lib.support.cli; print(' '.join(sorted(sys.modules)))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     loaded = set(r.stdout.split())
-    assert "course_lib.cli" in loaded and not {m for m in loaded if _is_book(m)}, sorted(loaded)
+    assert "course_lib.support.cli" in loaded and not {m for m in loaded if _is_book(m)}, sorted(loaded)
     assert not {"papermill", "sphinx", "babel", "markdown_it"} & loaded
 
 

@@ -74,7 +74,28 @@ def test_lessons_call_only_what_a_lesson_wrote():
 def test_the_rule_sees_a_call_to_library_code(tmp_path):
     "A lesson that imports fit_lightning (the command line's Lightning engine) is caught."
     lesson = tmp_path / "05_x.ipynb"
-    cells = [{"cell_type": "code", "source": ["from course_lib.trainer import fit_lightning\n"]}]
+    cells = [{"cell_type": "code", "source": ["from course_lib.support.trainer import fit_lightning\n"]}]
     cells += [{"cell_type": "code", "source": ["from course_lib.lightning import MelanomaModule\n"]}]
     lesson.write_text(json.dumps({"cells": cells}))
     assert _calls_outside_lessons(lesson, _written()) == {"fit_lightning"}
+
+
+def test_the_package_keeps_the_lessons_modules_apart_from_their_support():
+    """A lesson's module is named after its notebook (03_pytorch_loop.ipynb writes course_lib.pytorch_loop),
+    and sits at the top of the package; every other notebook writes into a subpackage of its kind: `support`
+    (what no lesson is about), `exercises` (the checker) or `book` (the course's own tooling)."""
+    top, misplaced = set(), []
+    for nb in sorted(NBS.rglob("*.ipynb")):
+        exp = re.search(r"#\|\s*default_exp\s+(\S+)", "\n".join(_code(nb)))
+        if "solutions" in nb.parts or not exp:
+            continue
+        module = exp.group(1).removesuffix(".__init__")
+        if re.match(r"\d\d_", nb.name):
+            top.add(module)
+            if module != nb.stem[3:]:
+                misplaced.append(f"{nb.name} writes course_lib.{module}")
+        elif module.split(".")[0] not in ("support", "exercises", "book"):
+            misplaced.append(f"{nb.relative_to(NBS)} writes course_lib.{module}, outside a subpackage")
+    assert not misplaced, misplaced
+    on_disk = {p.stem for p in (REPO / "course_lib").glob("*.py") if not p.name.startswith("_")}
+    assert on_disk == top, sorted(on_disk ^ top)

@@ -53,8 +53,8 @@ def test_ddp_auc_is_gathered_from_every_process(ddp_runs):
 
 def test_fit_lightning_uses_one_device_unless_asked(tmp_path):
     "Kaggle's 'GPU T4 x2': devices='auto' would start DDP from a script; the course asks for one device."
-    from course_lib.engine import TrainConfig
-    from course_lib.trainer import trainer_settings
+    from course_lib.pytorch_loop import TrainConfig
+    from course_lib.support.trainer import trainer_settings
 
     settings = trainer_settings(TrainConfig(epochs=2, checkpoint_dir=tmp_path))
     assert settings["devices"] == 1 and settings["accelerator"] == "auto"
@@ -113,7 +113,7 @@ def test_ddp_passes_the_epoch_to_chapter_02s_sampler():
 
 def test_bf16_mixed_on_tpu_becomes_bf16_true_with_one_line(capsys):
     "Lightning's XLA plugin has no bf16-mixed: the switch to bf16 weights is said, not silent."
-    from course_lib.precision import lightning_precision
+    from course_lib.support.precision import lightning_precision
 
     assert lightning_precision("bf16-mixed", accelerator="tpu") == "bf16-true"
     out = capsys.readouterr().out.strip().splitlines()

@@ -72,7 +72,7 @@ def test_the_listener_sees_albumentations_version_check(listener, tmp_path):
 def test_training_with_wandb_offline_opens_no_connection(listener, sample_dir, tmp_path):
     """No connection, even with a W&B key in ~/.netrc; W&B's staging copies stay in the run's folder, not
     under the home folder; the recorded config holds no local path."""
-    from course_lib.offline_runs import read_offline_run
+    from course_lib.support.offline_runs import read_offline_run
 
     proxy, accepted = listener
     (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "0" * 40 + "\n")

@@ -5,7 +5,7 @@ import json
 import hashlib
 import pytest
 from conftest import run_main
-from course_lib.outputs import MARKER, folder_lock
+from course_lib.support.outputs import MARKER, folder_lock
 
 TRAIN = [
     "--arch",
@@ -74,7 +74,7 @@ def test_data_sample_rewrites_its_own_folder_and_overwrite_touches_only_the_set(
 
 
 def test_a_failed_sample_leaves_no_temporary_folder(tmp_path, monkeypatch):
-    from course_lib import sources
+    from course_lib.support import sources
 
     calls = []
 
@@ -186,7 +186,7 @@ def test_resume_accepts_the_same_data_folder_written_another_way(sample_dir, tmp
 
 
 def test_metrics_json_is_strict_json(tmp_path):
-    from course_lib.runs import write_json
+    from course_lib.support.outputs import write_json
 
     data = {"best_valid_auc": float("nan"), "epochs": [{"valid_auc": float("inf"), "valid_loss": 0.5}]}
     write_json(tmp_path / "metrics.json", data)
@@ -209,8 +209,8 @@ def test_truncated_lightning_checkpoint_on_resume_is_one_line(sample_dir, tmp_pa
 
 
 def test_a_sample_set_or_a_half_finished_download_is_not_the_kaggle_data(tmp_path, monkeypatch):
-    from course_lib import sources
-    from course_lib.errors import CourseLibError
+    from course_lib.support import sources
+    from course_lib.support.errors import CourseLibError
 
     sample = sources.make_sample_dataset(tmp_path / "sample", n=5, img_size=32)
     monkeypatch.setenv("KAGGLE_API_TOKEN", "x")  # credentials found: the folder is checked first

@@ -51,7 +51,11 @@ def _check_venv(tmp_path, wheel):
     for optional in ("torch-xla", "torch_xla", "wandb", "nbdev", "papermill", "kaggle"):
         assert f"\n{optional}==" not in "\n" + installed, f"{optional} is not a core requirement"
     r = subprocess.run(
-        [str(py), "-c", "import course_lib, course_lib.data, course_lib.cli; print(course_lib.__version__)"],
+        [
+            str(py),
+            "-c",
+            "import course_lib, course_lib.data, course_lib.support.cli; print(course_lib.__version__)",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -119,9 +123,8 @@ def test_sdist_and_wheel_build_pass_twine_and_carry_the_right_metadata(tmp_path)
     assert "!=2.6.2" in lightning and "!=2.6.3" in lightning, f"the withdrawn malicious releases: {lightning}"
     book = {re.split(r"[<>=; ]", r)[0] for r in requires if 'extra == "book"' in r}
     assert {"papermill", "ipykernel", "nbformat", "babel", "markdown-it-py", "course_lib[docs]"} <= book, book
-    assert {
-        f"course_lib/{m}.py" for m in ("data", "dataset", "engine", "lightning", "xla", "tracking")
-    } <= set(files)
+    modules = ("data", "dataset", "pytorch_loop", "lightning", "support/xla", "experiment_tracking")
+    assert {f"course_lib/{m}.py" for m in modules} <= set(files)
     book_modules = ("cli", "runner", "docs_sync", "translations", "website")
     assert {f"course_lib/book/{m}.py" for m in book_modules} <= set(files), "the book travels in the wheel"
     with tarfile.open(sdist) as t:

@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import run_main
 from course_lib.data import add_folds
-from course_lib.engine import TrainConfig, WeightedFocalLoss, train_one_epoch
-from course_lib.engine import create_model
+from course_lib.pytorch_loop import TrainConfig, WeightedFocalLoss, train_one_epoch
+from course_lib.pytorch_loop import create_model
 from tiny_nets import batches, small_cnn
 
 CPU = torch.device("cpu")
@@ -106,7 +106,7 @@ def test_engines_agree_with_accumulation(sample_dir, tmp_path, capsys, precision
 def test_gpu_precision_follows_the_compute_capability(monkeypatch, capability, expected):
     """A T4 (7.5) gets fp16 even though PyTorch reports bf16 as supported there (emulated); Ampere (8.0)
     and newer bf16."""
-    from course_lib.precision import recommended_precision
+    from course_lib.support.precision import recommended_precision
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
@@ -115,9 +115,9 @@ def test_gpu_precision_follows_the_compute_capability(monkeypatch, capability, e
 
 CPU_CHOICE = """
 import torch
-from course_lib.engine import TrainConfig
-from course_lib.precision import cpu_has_bf16, recommended_precision, resolve_precision
-from course_lib.trainer import trainer_settings
+from course_lib.pytorch_loop import TrainConfig
+from course_lib.support.precision import cpu_has_bf16, recommended_precision, resolve_precision
+from course_lib.support.trainer import trainer_settings
 print(torch.backends.cpu.get_cpu_capability(), cpu_has_bf16(), recommended_precision("cpu"),
       resolve_precision("16-mixed", "cpu"),
       trainer_settings(TrainConfig(precision="16-mixed"), accelerator="cpu")["precision"])
@@ -144,7 +144,7 @@ def test_cpu_without_bf16_instructions_trains_in_fp32():
 
 
 def test_explicit_bf16_on_a_cpu_without_it_is_kept_with_a_notice(monkeypatch, capsys):
-    from course_lib import precision
+    from course_lib.support import precision
 
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
     assert precision.resolve_precision("bf16-mixed", "cpu") == "bf16-mixed"

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 import torch
 from conftest import REPO, run_main
-from course_lib.engine import TrainConfig, evaluate
-from course_lib.engine import fit
-from course_lib.seeding import seed_everything
-from course_lib.engine import save_checkpoint
-from course_lib.engine import create_model
-from course_lib.errors import CourseLibError
+from course_lib.pytorch_loop import TrainConfig, evaluate
+from course_lib.pytorch_loop import fit
+from course_lib.support.seeding import seed_everything
+from course_lib.pytorch_loop import save_checkpoint
+from course_lib.pytorch_loop import create_model
+from course_lib.support.errors import CourseLibError
 from course_lib.predict import FLIPS, ensemble, load_model, predict, write_submission
 
 ARCH, SIZE = "resnet18", 32
@@ -79,7 +79,7 @@ def test_lightning_and_xla_checkpoints_load(trained, tmp_path):
 
 
 def load_checkpoint_weights(path):
-    from course_lib.engine import load_checkpoint
+    from course_lib.pytorch_loop import load_checkpoint
 
     return load_checkpoint(path)["model"]
 

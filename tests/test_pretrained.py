@@ -35,7 +35,7 @@ def fill_cache(torch_home: Path, arch: str) -> dict:
 
 @pytest.mark.parametrize("arch", ["efficientnet_b0", "efficientnet-b0", "resnet18"])
 def test_pretrained_weights_load_from_the_cache_without_a_connection(arch, tmp_path, monkeypatch):
-    from course_lib.engine import create_model
+    from course_lib.pytorch_loop import create_model
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     saved = fill_cache(tmp_path, arch)
@@ -53,8 +53,8 @@ def test_pretrained_weights_load_from_the_cache_without_a_connection(arch, tmp_p
 
 
 def test_a_damaged_cached_file_is_one_clear_error(tmp_path, monkeypatch):
-    from course_lib.engine import create_model
-    from course_lib.errors import CourseLibError
+    from course_lib.pytorch_loop import create_model
+    from course_lib.support.errors import CourseLibError
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     name, _ = _weights_file("efficientnet_b0")

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 from conftest import BIN, OFFLINE_RUN, REPO, run_cli, run_main
-from course_lib.engine import load_checkpoint
+from course_lib.pytorch_loop import load_checkpoint
 
 ARGS = OFFLINE_RUN  # the shared offline run's settings: it is the uninterrupted run
 LAST = {"pytorch": "last.pt", "lightning": "last.ckpt"}

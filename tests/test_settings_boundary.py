@@ -9,8 +9,8 @@ from unittest import mock
 
 import pytest
 import pytorch_lightning as pl
-from course_lib.engine import TrainConfig
-from course_lib.errors import CourseLibError
+from course_lib.pytorch_loop import TrainConfig
+from course_lib.support.errors import CourseLibError
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
 
@@ -46,7 +46,7 @@ def _configs(tmp_path):
 def _lightning_run(cfg, capsys) -> tuple:
     "What fit_lightning hands Lightning for `cfg`: the Trainer's settings, the fit's checkpoint, its words."
     from course_lib.lightning import MelanomaModule
-    from course_lib.trainer import fit_lightning
+    from course_lib.support.trainer import fit_lightning
 
     seen = {}
 
@@ -70,7 +70,7 @@ def _lightning_run(cfg, capsys) -> tuple:
 
 def _xla_run(cfg, out, loader=None, **flags) -> dict:
     "The settings train_xla hands every replica for `cfg` and `loader` (the launch is recorded, not run)."
-    import course_lib.xla as xla
+    import course_lib.support.xla as xla
 
     seen = {}
 

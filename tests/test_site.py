@@ -232,7 +232,7 @@ def test_keys_in_the_environment_stay_out_of_the_run_and_the_site(
 
 
 def test_no_page_shows_a_progress_bar_warning(site):
-    "Without ipywidgets the bars are text bars (course_lib.progress), without tqdm.auto's warning."
+    "Without ipywidgets the bars are text bars (course_lib.support.progress), without tqdm.auto's warning."
     chapters = [*(site / "nbs").glob("[01]*.html"), *(site / "ko" / "nbs").glob("[01]*.html")]
     pages = {str(p.relative_to(site)): p.read_text() for p in chapters}
     warned = [name for name, text in pages.items() if "TqdmWarning" in text]

@@ -5,11 +5,11 @@ import math
 import os
 from pathlib import Path
 import pytest
-from course_lib.errors import CourseLibError
-from course_lib import offline_runs, wandb_mode
-from course_lib.offline_runs import read_offline_run
-from course_lib.tracking import Tracker, run_folder
-from course_lib.wandb_mode import resolve_mode
+from course_lib.support.errors import CourseLibError
+from course_lib.support import offline_runs, wandb_mode
+from course_lib.support.offline_runs import read_offline_run
+from course_lib.experiment_tracking import Tracker, run_folder
+from course_lib.support.wandb_mode import resolve_mode
 
 
 @pytest.fixture
@@ -198,7 +198,7 @@ def test_wandb_mode_from_the_environment(no_key, monkeypatch):
 WITHOUT_WANDB = """
 import sys
 sys.modules["wandb"] = None  # as where the optional extra is not installed: `import wandb` raises ImportError
-from course_lib.cli import main
+from course_lib.support.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 

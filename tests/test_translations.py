@@ -179,7 +179,7 @@ def test_the_tooling_names_its_extra_when_a_package_is_missing(missing, package,
     "sync-docs and site stop in one line naming the `book` extra, before writing anything."
     import importlib.util
     from course_lib.book import website
-    from course_lib.errors import CourseLibError
+    from course_lib.support.errors import CourseLibError
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

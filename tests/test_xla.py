@@ -10,10 +10,10 @@ import pytest
 import torch
 from conftest import REPO, run_cli
 from course_lib.data import add_folds, read_train_table
-from course_lib.sources import make_sample_dataset
-from course_lib.errors import CourseLibError
+from course_lib.support.sources import make_sample_dataset
+from course_lib.support.errors import CourseLibError
 from course_lib.tpu import check_no_recompilation, shard_loaders
-from course_lib.xla import XLA_DEFAULTS, melanoma_task
+from course_lib.support.xla import XLA_DEFAULTS, melanoma_task
 
 
 def xla_check(name, tmp_path, timeout=900, output=False):
@@ -210,7 +210,7 @@ def test_xla_device_type_lets_torch_xla_choose_the_device():
     CPU; require_xla alone does not import torch_xla (so a command-line check fails in one line)."""
     env = {k: v for k, v in os.environ.items() if k != "PJRT_DEVICE"}
     code = (
-        "import os, sys; from course_lib.xla import require_xla, xla_device_type; require_xla(); "
+        "import os, sys; from course_lib.support.xla import require_xla, xla_device_type; require_xla(); "
         "assert 'torch_xla' not in sys.modules; print(xla_device_type(), os.environ['PJRT_DEVICE'])"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -243,8 +243,8 @@ def test_cli_xla_engine_writes_the_common_metrics(offline_run):
             "replicas"
         ] == 1
     check_no_recompilation(m["epochs"])
-    from course_lib.engine import load_checkpoint
-    from course_lib.engine import create_model
+    from course_lib.pytorch_loop import load_checkpoint
+    from course_lib.pytorch_loop import create_model
 
     ckpt = load_checkpoint(xla_run / "checkpoints" / "last.pt")  # weights_only=True
     assert ckpt["epoch"] == 2 and ckpt["arch"] == "simple-cnn"

@@ -36,7 +36,7 @@ def recompile(out):
 
 def _xla_cpu_accelerator():
     "Chapter 08's stand-in for a TPU: an XLAAccelerator on the XLA:CPU devices."
-    from course_lib.xla import xla_accelerator
+    from course_lib.support.xla import xla_accelerator
 
     return xla_accelerator()
 
@@ -45,12 +45,12 @@ def _fit_module(out, where, accelerator, precision="32"):
     "Fit chapter 04's MelanomaModule, seeded, for 2 epochs; what it saw and how its weights moved."
     import pandas as pd
     from course_lib.data import add_folds
-    from course_lib.sources import make_sample_dataset
-    from course_lib.engine import TrainConfig
-    from course_lib.seeding import seed_everything
+    from course_lib.support.sources import make_sample_dataset
+    from course_lib.pytorch_loop import TrainConfig
+    from course_lib.support.seeding import seed_everything
     from course_lib.dataset import LoaderConfig
     from course_lib.lightning import MelanomaDataModule, MelanomaModule
-    from course_lib.trainer import fit_lightning
+    from course_lib.support.trainer import fit_lightning
 
     data = make_sample_dataset(Path(out).parent / "sample", n=96, img_size=40, seed=3)
     df = add_folds(pd.read_csv(data / "train.csv"), seed=42)
@@ -165,7 +165,7 @@ class GlooReplicas:
 def _replica(rank, world, flags, port, out):
     "One gloo-joined process running chapter 08's per-replica function on its own XLA:CPU device."
     import torch.distributed as dist
-    from course_lib.xla import run_replica
+    from course_lib.support.xla import run_replica
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
@@ -180,8 +180,8 @@ def replicas(out):
     metrics."""
     import torch.multiprocessing as mp
     import torch_xla  # noqa: F401  imported once, before the replicas fork
-    from course_lib.engine import load_checkpoint
-    from course_lib.xla import XLA_DEFAULTS
+    from course_lib.pytorch_loop import load_checkpoint
+    from course_lib.support.xla import XLA_DEFAULTS
 
     flags = dict(
         XLA_DEFAULTS, task="fashion", smoke=True, arch="simple-cnn", img_size=16, epochs=1, lr=1e-3, seed=0
@@ -215,10 +215,10 @@ def replicas(out):
 
 def train(out):
     "train_xla as the course runs it: FashionMNIST in fp32 and bf16, the melanoma task for 2 epochs."
-    from course_lib.sources import make_sample_dataset
+    from course_lib.support.sources import make_sample_dataset
     from course_lib.dataset import LoaderConfig
-    from course_lib.engine import TrainConfig
-    from course_lib.xla import train_xla
+    from course_lib.pytorch_loop import TrainConfig
+    from course_lib.support.xla import train_xla
 
     d = Path(out).parent
     data = make_sample_dataset(d / "sample", n=60, img_size=40, seed=1)

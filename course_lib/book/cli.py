@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 from .. import __version__
-from ..errors import one_line_errors
+from ..support.errors import one_line_errors
 
 # %% auto #0
 __all__ = ['COMMANDS', 'build_parser', 'main']

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from ..errors import CourseLibError
+from ..support.errors import CourseLibError
 
 # %% auto #0
 __all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'error_line', 'start_notebook', 'finish_notebook', 'run_many', 'run_notebook',

@@ -21,7 +21,7 @@ from course_lib.book.docs_sync import (
     repo_url,
     results_table,
 )
-from ..errors import CourseLibError
+from ..support.errors import CourseLibError
 from .runner import find_notebooks
 
 # %% auto #0

@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 from .docs_sync import RELATIVE_LINK, notebook_title, make_readme, repo_url
-from ..errors import CourseLibError
-from ..outputs import check_folder, claim_folder, swap_in
+from ..support.errors import CourseLibError
+from ..support.outputs import check_folder, claim_folder, swap_in
 from .runner import find_notebooks
 from .translations import LANGUAGES, TRANSLATED_DIR
 
@@ -274,7 +274,7 @@ def parameter_docs(
 
 
 def api_entries(
-    module: str,  # a module of course_lib, e.g. "engine"
+    module: str,  # a module of course_lib, e.g. "pytorch_loop"
 ) -> list[dict]:
     "Every exported name of course_lib.`module`: its kind, signature, docstring and documented parameters."
     mod = importlib.import_module(f"course_lib.{module}")

@@ -18,7 +18,9 @@ def _check_3_1(focal_loss):
     import torch
     import torch.nn.functional as F
 
-    def reference(logits, targets, alpha=0.25, gamma=2.0):  # course_lib.engine.WeightedFocalLoss's values
+    def reference(
+        logits, targets, alpha=0.25, gamma=2.0
+    ):  # course_lib.pytorch_loop.WeightedFocalLoss's values
         bce = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
         alpha_t = torch.where(targets == 1, 1 - alpha, alpha)
         return (alpha_t * (1 - torch.exp(-bce)) ** gamma * bce).mean()

@@ -20,7 +20,7 @@ def _check_9_1(log_run):
     from pathlib import Path
     from unittest import mock
     import torch
-    from course_lib.offline_runs import read_offline_run
+    from course_lib.support.offline_runs import read_offline_run
 
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
@@ -94,7 +94,7 @@ def _c09_finish_open_run() -> bool:
 def _c09_runs(folder) -> list:
     "Every offline run recorded under `folder`, read back, oldest first."
     from pathlib import Path
-    from course_lib.offline_runs import read_offline_run
+    from course_lib.support.offline_runs import read_offline_run
 
     return [read_offline_run(r, timeout=30) for r in sorted(Path(folder).rglob("offline-run-*"))]
 

@@ -7,7 +7,6 @@ Docs: https://course-lib.github.io/course_lib/pytorch_loop.html.md"""
 # %% ../nbs/03_pytorch_loop.ipynb #c004
 from __future__ import annotations
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -15,13 +14,14 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .checkpoints import uncompiled_state_dict
-from .checks import check_choice, check_finite_loss, check_settings
-from .precision import PRECISIONS, autocast, resolve_precision
-from .errors import CourseLibError
-from .progress import progress_bar
+from .support.checkpoints import uncompiled_state_dict
+from .support.checks import check_choice, check_finite_loss, check_settings
+from .support.precision import PRECISIONS, autocast, resolve_precision
+from .support.errors import CourseLibError
+from .support.outputs import atomic_path
+from .support.progress import progress_bar
 from .dataset import normalize_batch
-from .seeding import seed_everything
+from .support.seeding import seed_everything
 
 # %% auto #0
 __all__ = ['TORCHVISION_ARCHS', 'EFFICIENTNETS', 'SMALL_ARCHS', 'ARCHS', 'TIMM_PREFIX', 'check_arch', 'simple_cnn',
@@ -289,16 +289,10 @@ def save_checkpoint(
     path,  # the file to write
     **state,  # what to save, by name (weights, optimizer state, epoch, ...)
 ) -> Path:
-    "torch.save `state` to `path` atomically (temporary file + rename)."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # one temporary name per process
-    try:
+    "torch.save `state` to `path` atomically: into a temporary file beside it, then renamed over it."
+    with atomic_path(path) as tmp:  # the course's one atomic writer, for every file it writes
         torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return Path(path)
 
 
 def load_checkpoint(

@@ -8,8 +8,8 @@ Docs: https://course-lib.github.io/course_lib/experiment_tracking.html.md"""
 from __future__ import annotations
 from pathlib import Path
 from fastcore.basics import patch
-from .wandb_mode import resolve_mode
-from .engine import is_better
+from .support.wandb_mode import resolve_mode
+from .pytorch_loop import is_better
 
 # %% auto #0
 __all__ = ['wandb_settings', 'Tracker', 'run_folder', 'wandb_logger', 'xla_tracker']
