@@ -73,7 +73,7 @@ class Augmented(RawJpegs):
 
 def _write_images(job):
     "Write one chunk of generated JPEGs (a worker of `generate`): the same files make_sample_dataset writes."
-    from course_lib.support.sources import write_sample_image
+    from course_lib.support.sample import write_sample_image
 
     folder, size, seed, rows = job
     for i, name, target in rows:
@@ -84,7 +84,8 @@ def generate(out: Path, n: int, size: int, workers: int, seed: int = 0) -> Path:
     """make_sample_dataset's images and table, written by `workers` processes (33,126 images take minutes
     on one core)."""
     import multiprocessing as mp
-    from course_lib.support.sources import DUPLICATE, sample_table
+    from course_lib.support.kaggle_data import DUPLICATE
+    from course_lib.support.sample import sample_table
 
     df = sample_table(n, 0.2, np.random.default_rng(seed))
     (out / "train").mkdir(parents=True, exist_ok=True)

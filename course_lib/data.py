@@ -11,7 +11,7 @@ import pandas as pd
 from PIL import Image
 from .support.checks import read_table
 from .support.errors import CourseLibError
-from .support.sources import DUPLICATE
+from .support.kaggle_data import DUPLICATE
 
 # %% auto #0
 __all__ = ['drop_duplicate_photos', 'read_train_table', 'show_image_grid', 'add_folds', 'check_fold', 'check_no_leakage',

@@ -132,7 +132,7 @@ def submit_to_kaggle(
     message: str,  # the description Kaggle shows beside the score
 ) -> str:
     "Submit to the competition with the Kaggle client; returns Kaggle's reply. No token: one line."
-    from course_lib.support.sources import kaggle_api
+    from course_lib.support.kaggle_data import kaggle_api
 
     api = kaggle_api("nothing was submitted: ")
     try:

@@ -57,7 +57,7 @@ def run_main(capsys, *args, book: bool = False) -> tuple[int, str, str]:
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory):
     "A small generated sample set in the Kaggle layout, shared by the session's tests."
-    from course_lib.support.sources import make_sample_dataset
+    from course_lib.support.sample import make_sample_dataset
 
     return make_sample_dataset(tmp_path_factory.mktemp("sample") / "melanoma", n=120, img_size=48, seed=7)
 

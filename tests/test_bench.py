@@ -64,7 +64,7 @@ def test_epoch_bench_generates_the_sample_set_and_times_both_pipelines(tmp_path)
     ):
         assert res[k] > 0, k
     assert 0 < res["epoch_course_vs_ceiling"] and res["images"] == 23, "one image validates"
-    from course_lib.support.sources import make_sample_dataset  # the parallel generator writes its images
+    from course_lib.support.sample import make_sample_dataset  # the parallel generator writes its images
 
     ref = make_sample_dataset(tmp_path / "ref", n=24, img_size=64, seed=0)
     gen = tmp_path / "data" / "n24_64px"

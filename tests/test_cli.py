@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from course_lib.support.sources import KAGGLE_COLUMNS
+from course_lib.support.kaggle_data import KAGGLE_COLUMNS
 from conftest import run_cli, run_main
 
 

@@ -24,7 +24,7 @@ def train(data, out, *args):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     "300 generated JPEGs in the Kaggle layout (the smoke course's size): about 12 positives per fold."
-    from course_lib.support.sources import make_sample_dataset
+    from course_lib.support.sample import make_sample_dataset
 
     return make_sample_dataset(tmp_path_factory.mktemp("sample") / "melanoma", n=300, img_size=48, seed=7)
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from PIL import Image
 from course_lib import data
-from course_lib.support import sources
-from course_lib.support.sources import KAGGLE_COLUMNS
+from course_lib.support import fashion, kaggle_data, results, sample
+from course_lib.support.kaggle_data import KAGGLE_COLUMNS
 from course_lib.support.errors import CourseLibError
 from conftest import run_cli
 
@@ -26,15 +26,15 @@ def test_sample_has_the_real_tables_quirks(sample_dir):
     """Duplicate photos marked tfrecord -1 (a copy of the row before, same patient and pixels), the original
     photographs' width and height, and empty metadata cells, as on the real train.csv."""
     df = pd.read_csv(sample_dir / "train.csv")
-    copies = df.index[df.tfrecord == sources.DUPLICATE]
+    copies = df.index[df.tfrecord == kaggle_data.DUPLICATE]
     assert len(copies) == 120 // 75
     for i in copies:
         before = df.loc[i - 1]
         assert df.patient_id[i] == before.patient_id and df.target[i] == before.target
         copy, original = (sample_dir / "train" / f"{n}.jpg" for n in (df.image_name[i], before.image_name))
         assert copy.read_bytes() == original.read_bytes()
-    assert set(zip(df.width, df.height)) <= set(sources._PHOTO_SIZES)
-    big = sources.sample_table(2000, 0.2, np.random.default_rng(0))
+    assert set(zip(df.width, df.height)) <= set(sample._PHOTO_SIZES)
+    big = sample.sample_table(2000, 0.2, np.random.default_rng(0))
     assert big[["sex", "age_approx", "anatom_site_general_challenge"]].isna().any().all()
     assert (big.tfrecord == -1).sum() == 2000 // 75
     kept = data.drop_duplicate_photos(big, verbose=False)
@@ -46,9 +46,9 @@ def test_sample_has_the_real_tables_quirks(sample_dir):
 
 
 def test_sample_is_deterministic_by_seed(tmp_path):
-    a = sources.make_sample_dataset(tmp_path / "a", n=15, img_size=32, seed=3)
-    b = sources.make_sample_dataset(tmp_path / "b", n=15, img_size=32, seed=3)
-    c = sources.make_sample_dataset(tmp_path / "c", n=15, img_size=32, seed=4)
+    a = sample.make_sample_dataset(tmp_path / "a", n=15, img_size=32, seed=3)
+    b = sample.make_sample_dataset(tmp_path / "b", n=15, img_size=32, seed=3)
+    c = sample.make_sample_dataset(tmp_path / "c", n=15, img_size=32, seed=4)
     assert (a / "train.csv").read_text() == (b / "train.csv").read_text()
     first = pd.read_csv(a / "train.csv").image_name[0]
     assert (a / "train" / f"{first}.jpg").read_bytes() == (b / "train" / f"{first}.jpg").read_bytes()
@@ -57,7 +57,7 @@ def test_sample_is_deterministic_by_seed(tmp_path):
 
 def test_positive_rate_is_configurable(tmp_path):
     df = pd.read_csv(
-        sources.make_sample_dataset(tmp_path / "s", n=400, img_size=16, pos_rate=0.05, seed=0) / "train.csv"
+        sample.make_sample_dataset(tmp_path / "s", n=400, img_size=16, pos_rate=0.05, seed=0) / "train.csv"
     )
     assert 0.02 < df.target.mean() < 0.09
 
@@ -66,7 +66,7 @@ def test_malignant_images_differ_learnably():
     "Malignant lesions cover more dark area on average: a signal a model can learn."
 
     def dark_fraction(m, s):
-        return (np.asarray(sources.make_lesion_image(m, 64, s)).mean(-1) < 110).mean()
+        return (np.asarray(sample.make_lesion_image(m, 64, s)).mean(-1) < 110).mean()
 
     benign = np.mean([dark_fraction(False, s) for s in range(30)])
     malignant = np.mean([dark_fraction(True, s) for s in range(30)])
@@ -83,7 +83,7 @@ def test_malignant_images_differ_learnably():
 )
 def test_sample_rejects_bad_parameters(tmp_path, kw, msg):
     with pytest.raises(CourseLibError, match=msg):
-        sources.make_sample_dataset(tmp_path / "x", **kw)
+        sample.make_sample_dataset(tmp_path / "x", **kw)
     assert not (tmp_path / "x").exists(), "nothing half-written"
 
 
@@ -110,9 +110,9 @@ def test_too_few_patients_for_folds():
 
 
 def test_kaggle_without_credentials_is_one_clear_line(tmp_path, no_kaggle_env):
-    assert sources.find_kaggle_credentials() is None
+    assert kaggle_data.find_kaggle_credentials() is None
     with pytest.raises(CourseLibError, match="no Kaggle credentials found"):
-        sources.download_kaggle(tmp_path / "k")
+        kaggle_data.download_kaggle(tmp_path / "k")
     r = run_cli("data", "kaggle", "--out", tmp_path / "k", env=no_kaggle_env, timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("course-lib: error: no Kaggle credentials found")
@@ -122,21 +122,21 @@ def test_kaggle_without_credentials_is_one_clear_line(tmp_path, no_kaggle_env):
 def test_kaggle_credentials_are_found_where_the_client_looks(tmp_path, no_kaggle_env, monkeypatch):
     (tmp_path / ".kaggle").mkdir()
     (tmp_path / ".kaggle" / "kaggle.json").write_text('{"username": "u", "key": "k"}')
-    assert sources.find_kaggle_credentials() == ".kaggle/kaggle.json"
+    assert kaggle_data.find_kaggle_credentials() == ".kaggle/kaggle.json"
     (tmp_path / ".kaggle" / "kaggle.json").unlink()
     monkeypatch.setenv("KAGGLE_API_TOKEN", "x")
-    assert sources.find_kaggle_credentials() == "environment variable KAGGLE_API_TOKEN"
+    assert kaggle_data.find_kaggle_credentials() == "environment variable KAGGLE_API_TOKEN"
 
 
 def test_kaggle_rejects_unknown_size(tmp_path):
     with pytest.raises(CourseLibError, match="--size must be one of"):
-        sources.download_kaggle(tmp_path, size=300)
+        kaggle_data.download_kaggle(tmp_path, size=300)
 
 
 def test_fashion_mnist_sample_loads_with_torchvision(tmp_path):
     from torchvision.datasets import FashionMNIST
 
-    root = sources.make_fashion_mnist_sample(tmp_path, n_train=50, n_test=10, seed=1)
+    root = fashion.make_fashion_mnist_sample(tmp_path, n_train=50, n_test=10, seed=1)
     train, test = (
         FashionMNIST(str(root), train=True, download=False),
         FashionMNIST(str(root), train=False, download=False),
@@ -152,7 +152,7 @@ def test_fashion_mnist_classes_are_learnable(tmp_path):
     "A nearest-class-mean classifier on the generated images beats chance (10%) by far."
     from torchvision.datasets import FashionMNIST
 
-    root = sources.make_fashion_mnist_sample(tmp_path, n_train=500, n_test=200, seed=2)
+    root = fashion.make_fashion_mnist_sample(tmp_path, n_train=500, n_test=200, seed=2)
     tr, te = FashionMNIST(str(root), train=True), FashionMNIST(str(root), train=False)
     x, y = tr.data.float().flatten(1), tr.targets
     means = np.stack([x[y == c].mean(0).numpy() for c in range(10)])
@@ -163,7 +163,7 @@ def test_fashion_mnist_classes_are_learnable(tmp_path):
 def test_record_results_writes_json(tmp_path):
     import json
 
-    out = sources.record_results({"auc": 0.5}, tmp_path / "deep" / "r.json")
+    out = results.record_results({"auc": 0.5}, tmp_path / "deep" / "r.json")
     assert out == {"auc": 0.5} and json.loads((tmp_path / "deep" / "r.json").read_text()) == {"auc": 0.5}
 
 
@@ -172,7 +172,7 @@ def test_sample_is_built_beside_its_destination_when_tmp_is_another_file_system(
     cannot cross devices."""
     import os
     import tempfile
-    from course_lib.support.sources import make_sample_dataset
+    from course_lib.support.sample import make_sample_dataset
 
     other = "/dev/shm"
     if not os.path.isdir(other) or os.stat(other).st_dev == os.stat(tmp_path).st_dev:

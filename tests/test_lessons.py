@@ -7,10 +7,12 @@ import re
 from conftest import REPO
 
 NBS = REPO / "nbs"
-# What no lesson is about, by library notebook: data sources, the sample generator and the results record
-# (sources), the exercise checker, the error type, progress bars, the W&B mode and key rules and the offline
-# reader (wandb_mode, offline_runs), the generators' seeding, and the CPU-for-TPU shim.
+# What no lesson is about, by library notebook: where the data comes from (sources, kaggle_data), the sample
+# generators (sample, fashion), the results record (results), the exercise checker, the error type, progress
+# bars, the W&B mode and key rules and the offline reader (wandb_mode, offline_runs), the generators' seeding,
+# and the CPU-for-TPU shim.
 SUPPORT = {"sources.ipynb": None, "exercises.ipynb": None, "errors.ipynb": None, "progress.ipynb": None}
+SUPPORT |= {"kaggle_data.ipynb": None, "sample.ipynb": None, "fashion.ipynb": None, "results.ipynb": None}
 SUPPORT |= {"offline_runs.ipynb": None, "wandb_mode.ipynb": {"resolve_mode", "find_wandb_key"}}
 SUPPORT |= {"seeding.ipynb": {"seed_everything"}, "xla.ipynb": {"xla_accelerator"}}
 

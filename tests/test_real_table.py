@@ -17,7 +17,7 @@ N_PATIENTS, N_DUPLICATES = 36, 5
 @pytest.fixture(scope="module")
 def real_layout(tmp_path_factory):
     "A Kaggle-layout folder as the real table is: returns (folder, rows in train.csv, duplicate rows)."
-    from course_lib.support.sources import make_lesion_image
+    from course_lib.support.sample import make_lesion_image
 
     root, rng = tmp_path_factory.mktemp("real") / "jpeg-melanoma-64x64", np.random.default_rng(5)
     (root / "train").mkdir(parents=True)

@@ -26,7 +26,7 @@ def nbs(tmp_path):
     d.mkdir()
     _write_nb(
         d / "01_ok.ipynb",
-        "from course_lib.support.sources import record_results\n"
+        "from course_lib.support.results import record_results\n"
         "record_results({'smoke': SMOKE, 'answer': 42}, RESULTS_PATH)",
     )
     _write_nb(d / "02_fails.ipynb", "raise RuntimeError('chapter two is broken')")
@@ -283,7 +283,7 @@ def test_two_jobs_run_side_by_side_each_on_its_share_of_the_cores(tmp_path, monk
     for name in ("01_a", "02_b"):
         _write_nb(
             d / f"{name}.ipynb",
-            "import os, time\nfrom course_lib.support.sources import record_results\n"
+            "import os, time\nfrom course_lib.support.results import record_results\n"
             "start = time.time()\ntime.sleep(8)\n"
             "env = {k: os.environ[k] for k in ('OMP_NUM_THREADS', 'TORCHINDUCTOR_CACHE_DIR')}\n"
             "record_results({'start': start, 'end': time.time(), **env}, RESULTS_PATH)",

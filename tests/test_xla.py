@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import REPO, run_cli
 from course_lib.data import add_folds, read_train_table
-from course_lib.support.sources import make_sample_dataset
+from course_lib.support.sample import make_sample_dataset
 from course_lib.support.errors import CourseLibError
 from course_lib.tpu import check_no_recompilation, shard_loaders
 from course_lib.support.xla import XLA_DEFAULTS, melanoma_task

@@ -45,7 +45,7 @@ def _fit_module(out, where, accelerator, precision="32"):
     "Fit chapter 04's MelanomaModule, seeded, for 2 epochs; what it saw and how its weights moved."
     import pandas as pd
     from course_lib.data import add_folds
-    from course_lib.support.sources import make_sample_dataset
+    from course_lib.support.sample import make_sample_dataset
     from course_lib.pytorch_loop import TrainConfig
     from course_lib.support.seeding import seed_everything
     from course_lib.dataset import LoaderConfig
@@ -215,7 +215,7 @@ def replicas(out):
 
 def train(out):
     "train_xla as the course runs it: FashionMNIST in fp32 and bf16, the melanoma task for 2 epochs."
-    from course_lib.support.sources import make_sample_dataset
+    from course_lib.support.sample import make_sample_dataset
     from course_lib.dataset import LoaderConfig
     from course_lib.pytorch_loop import TrainConfig
     from course_lib.support.xla import train_xla

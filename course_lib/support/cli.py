@@ -366,7 +366,7 @@ def train(
     "Train with the chosen engine on `a.data` (or the sample); writes OUT/metrics.json and OUT/checkpoints/."
     cfg, loader = _check_train_args(a)
     from course_lib.data import add_folds, check_fold, drop_duplicate_photos
-    from course_lib.support.sources import sample_data_dir
+    from course_lib.support.sample import sample_data_dir
     from course_lib.dataset import validate_table
     from course_lib.support.seeding import seed_everything
 
@@ -490,10 +490,10 @@ def run_predict(
 # %% ../../nbs/cli.ipynb #4944b2f3
 def _cmd_data(a) -> int:
     "Run `course-lib data ...`."
-    from course_lib.support import sources
+    from course_lib.support import kaggle_data, sample
 
     if a.data_cmd == "sample":
-        out = sources.make_sample_dataset(
+        out = sample.make_sample_dataset(
             a.out,
             n=a.n,
             img_size=a.img_size,
@@ -504,7 +504,7 @@ def _cmd_data(a) -> int:
         )
         print(f"wrote {a.n} training images with train.csv, and a test split with test.csv, to {out}")
     else:
-        print(f"downloaded to {sources.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
+        print(f"downloaded to {kaggle_data.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
     return 0
 
 # %% ../../nbs/cli.ipynb #1d35108e

@@ -17,8 +17,8 @@ from pathlib import Path
 from .errors import CourseLibError
 
 # %% auto #0
-__all__ = ['MARKER', 'LOCK_FILE', 'folder_kind', 'check_folder', 'claim_folder', 'atomic_path', 'write_text_atomic', 'write_json',
-           'swap_in', 'check_free', 'folder_lock']
+__all__ = ['MARKER', 'LOCK_FILE', 'folder_kind', 'check_folder', 'claim_folder', 'cache_dir', 'atomic_path', 'write_text_atomic',
+           'write_json', 'swap_in', 'check_free', 'folder_lock']
 
 # %% ../../nbs/outputs.ipynb #c005
 MARKER = ".course_lib"  # the file that marks a folder as written by a course_lib command
@@ -77,6 +77,11 @@ def claim_folder(
     return out
 
 # %% ../../nbs/outputs.ipynb #c010
+def cache_dir() -> Path:
+    "Where course_lib keeps generated data: $COURSE_LIB_CACHE or ~/.cache/course_lib."
+    return Path(os.environ.get("COURSE_LIB_CACHE", Path.home() / ".cache" / "course_lib"))
+
+
 @contextlib.contextmanager
 def atomic_path(
     path,  # the file to (re)place

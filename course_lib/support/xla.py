@@ -37,7 +37,7 @@ def fashion_task(
     "FashionMNIST at `img_size` px, RGB, ImageNet-normalised (the post's transforms); accuracy."
     from torchvision import transforms as T
     from course_lib.dataset import IMAGENET_MEAN, IMAGENET_STD
-    from course_lib.support.sources import fashion_mnist
+    from course_lib.support.fashion import fashion_mnist
 
     tf = T.Compose(
         [
