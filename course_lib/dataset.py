@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 from PIL import Image, UnidentifiedImageError
-from .support.checks import check_choice, check_settings
+from .support.settings import check_choice, check_settings
 from .support.errors import CourseLibError
 
 # albumentations asks PyPI for its newest version on every import unless this is set: offline is offline

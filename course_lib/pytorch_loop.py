@@ -15,7 +15,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from .support.checkpoints import uncompiled_state_dict
-from .support.checks import check_choice, check_finite_loss, check_settings
+from .support.settings import check_choice, check_settings
+from .support.checks import check_finite_loss
 from .support.precision import PRECISIONS, autocast, resolve_precision
 from .support.errors import CourseLibError
 from .support.outputs import atomic_path

@@ -19,7 +19,7 @@ BOOK = sorted(f"book/{p.name}" for p in (REPO / "nbs" / "book").glob("*.ipynb"))
 def test_every_library_notebook_is_found():
     library = {"errors.ipynb", "checks.ipynb", "outputs.ipynb", "runs.ipynb", "offline_runs.ipynb"}
     library |= {"sources.ipynb", "progress.ipynb", "wandb_mode.ipynb", "trainer.ipynb"}
-    library |= {"kaggle_data.ipynb", "sample.ipynb", "fashion.ipynb", "results.ipynb"}
+    library |= {"kaggle_data.ipynb", "sample.ipynb", "fashion.ipynb", "results.ipynb", "settings.ipynb"}
     library |= {
         "precision.ipynb",
         "checkpoints.ipynb",

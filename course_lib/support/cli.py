@@ -10,7 +10,8 @@ import argparse
 import os
 from pathlib import Path
 from .. import __version__
-from .checks import check_settings, read_table
+from .settings import check_settings
+from .checks import read_table
 from .errors import CourseLibError, one_line_errors
 from .outputs import folder_lock, write_json
 from course_lib.support.runs import (
@@ -21,13 +22,23 @@ from course_lib.support.runs import (
     image_counts,
     check_resume_settings,
     run_settings,
-    is_global_zero,
     start_run,
     tracked_settings,
 )
 
 # %% auto #0
-__all__ = ['ENGINES', 'COMMANDS', 'train', 'build_parser', 'run_predict', 'main']
+__all__ = ['ENGINES', 'COMMANDS', 'is_global_zero', 'train', 'build_parser', 'run_predict', 'main']
+
+# %% ../../nbs/cli.ipynb #765cd2a6
+def is_global_zero() -> bool:
+    "Whether this process is the only one, or the first of a distributed run: only it writes files."
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return (
+        int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
+    )  # DDP children before they join
 
 # %% ../../nbs/cli.ipynb #92b0e728
 def _data_parser(sub):

@@ -7,7 +7,6 @@ Docs: https://course-lib.github.io/course_lib/runs.html.md"""
 # %% ../../nbs/runs.ipynb #m002
 from __future__ import annotations
 import json
-import os
 import shutil
 from pathlib import Path
 from .errors import CourseLibError
@@ -15,7 +14,7 @@ from .outputs import check_folder, check_free, claim_folder
 
 # %% auto #0
 __all__ = ['CONFIG_FILE', 'RUN_FILES', 'RESUME_MAY_CHANGE', 'run_settings', 'tracked_settings', 'check_out_folder', 'start_run',
-           'check_resume_settings', 'is_global_zero', 'check_pretrained', 'image_counts', 'describe_counts']
+           'check_resume_settings', 'check_pretrained', 'image_counts', 'describe_counts']
 
 # %% ../../nbs/runs.ipynb #c028
 def run_settings(
@@ -144,17 +143,6 @@ def check_resume_settings(
             f"--resume with settings that differ from the checkpoint's run ({changes}): "
             "resume with the same settings, or train into a new --out"
         )
-
-
-def is_global_zero() -> bool:
-    "Whether this process is the only one, or the first of a distributed run: only it writes files."
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank() == 0
-    return (
-        int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
-    )  # DDP children before they join
 
 
 def check_pretrained(

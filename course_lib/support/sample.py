@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFilter
-from .checks import check_settings
+from .settings import check_settings
 from .kaggle_data import DUPLICATE, KAGGLE_COLUMNS, TEST_COLUMNS
 from .outputs import cache_dir, check_folder, claim_folder
 from .progress import progress_bar

@@ -13,7 +13,8 @@ import torch
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import Callback, EarlyStopping, TQDMProgressBar
 from .checkpoints import is_intact
-from .checks import check_finite_loss, check_settings, check_used
+from .checks import check_finite_loss
+from .settings import check_used
 from ..pytorch_loop import TrainConfig, epoch_row, history_dict
 from ..lightning import checkpoint_callbacks
 from .errors import CourseLibError
@@ -49,11 +50,10 @@ class HistoryCallback(Callback):
 def trainer_settings(
     cfg: TrainConfig | None = None,  # chapter 03's settings, checked when made; None: TrainConfig()
     accelerator: str = "auto",  # "auto" picks a GPU when there is one
-    devices: int = 1,  # one device unless you ask for DDP (below)
+    devices: int = 1,  # one device unless you ask for DDP (below); the command line checked it
 ) -> dict:
     "The `pl.Trainer` arguments of `cfg`, in Lightning's words; the history callback is `callbacks[0]`."
     cfg = cfg or TrainConfig()
-    check_settings(devices=devices)  # the one setting TrainConfig does not hold
     cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())  # fp16: GPU only
     precision = resolve_precision(cfg.precision, "cpu") if cpu else cfg.precision  # as chapter 03's fit
     callbacks = [HistoryCallback(), EarlyStopping(monitor="valid_auc", mode="max", patience=cfg.patience)]

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 import torch
 from torch import nn
-from .checks import check_finite_loss, check_used
+from .checks import check_finite_loss
+from .settings import check_used
 from .errors import CourseLibError
 from ..dataset import LoaderConfig
 from ..pytorch_loop import TrainConfig, WeightedFocalLoss, create_model, save_checkpoint
