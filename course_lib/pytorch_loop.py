@@ -50,6 +50,13 @@ def check_arch(
         name = arch[len(TIMM_PREFIX) :]
         if not timm.is_model(name):
             raise CourseLibError(f"timm has no model {name!r} (timm.list_models() lists them)")
+    elif arch in EFFICIENTNETS:
+        try:
+            import efficientnet_pytorch  # noqa: F401  the post's package: an extra
+        except ImportError:
+            raise CourseLibError(
+                f"--arch {arch} needs the post's package: pip install 'course_lib[efficientnet]'"
+            )
     elif arch not in ARCHS:
         choices = f"{', '.join(ARCHS)}, or {TIMM_PREFIX}<name>"
         raise CourseLibError(f"unknown --arch {arch!r}; choose one of {choices}")
@@ -286,12 +293,22 @@ def evaluate(
     )
 
 # %% ../nbs/03_pytorch_loop.ipynb #7bbe7099
+def _nbytes(obj) -> int:
+    "The bytes of every tensor in `obj` (nested dicts, lists and tuples): about what torch.save writes."
+    if torch.is_tensor(obj):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    return sum(_nbytes(v) for v in obj) if isinstance(obj, (list, tuple)) else 0
+
+
 def save_checkpoint(
     path,  # the file to write
     **state,  # what to save, by name (weights, optimizer state, epoch, ...)
 ) -> Path:
     "torch.save `state` to `path` atomically: into a temporary file beside it, then renamed over it."
-    with atomic_path(path) as tmp:  # the course's one atomic writer, for every file it writes
+    # the course's one atomic writer, for every file it writes; the size is named if the disk fills up
+    with atomic_path(path, _nbytes(state)) as tmp:
         torch.save(state, tmp)
     return Path(path)
 
@@ -413,7 +430,8 @@ def history_dict(
 def _setup(model, cfg, loss_fn, device):
     "The run's parts on `device`: model, loss, Adam, scaler; and cfg with the precision the device gets."
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    cfg = replace(cfg, precision=resolve_precision(cfg.precision, device))  # fp16 on a CPU: its best
+    # fp16 on a CPU becomes its best precision; bf16 compiled on a GPU without bf16 tensor cores is refused
+    cfg = replace(cfg, precision=resolve_precision(cfg.precision, device, cfg.compile))
     base = getattr(model, "_orig_mod", model).to(device)  # a compiled model's own module (chapter 07)
     if cfg.channels_last:
         base = base.to(memory_format=torch.channels_last)  # chapter 05: NHWC for tensor cores

@@ -100,12 +100,18 @@ def offline_run(sample_dir, tmp_path_factory):
 
 @pytest.fixture
 def no_kaggle_env(tmp_path, monkeypatch):
-    "An environment with no Kaggle credentials anywhere (home and config folder point to an empty tmp dir)."
-    for k in ("KAGGLE_API_TOKEN", "KAGGLE_USERNAME", "KAGGLE_KEY"):
+    """An environment with no Kaggle data or token anywhere: home, config folder, kagglehub's cache and the
+    notebook mount point (/kaggle/input) point into an empty tmp dir, and it is not a Kaggle notebook."""
+    for k in ("KAGGLE_API_TOKEN", "KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_KERNEL_RUN_TYPE"):
         monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / ".kaggle"))
-    return {"HOME": str(tmp_path), "KAGGLE_CONFIG_DIR": str(tmp_path / ".kaggle")}
+    env = {"HOME": str(tmp_path), "KAGGLE_CONFIG_DIR": str(tmp_path / ".kaggle")}
+    env |= {
+        "KAGGLEHUB_CACHE": str(tmp_path / "kagglehub"),
+        "KAGGLE_CACHE_MOUNT_FOLDER": str(tmp_path / "input"),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env
 
 
 RUNTIMES = {"colab-gpu": ("3.13", "2.11.0"), "colab-tpu": ("3.13", "2.9.0")}  # Python, torch

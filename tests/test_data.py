@@ -9,7 +9,6 @@ from course_lib import data
 from course_lib.support import fashion, kaggle_data, results, sample
 from course_lib.support.kaggle_data import KAGGLE_COLUMNS
 from course_lib.support.errors import CourseLibError
-from conftest import run_cli
 
 
 def test_sample_has_exact_kaggle_layout(sample_dir):
@@ -107,25 +106,6 @@ def test_too_few_patients_for_folds():
     df = pd.DataFrame({"patient_id": ["a", "a", "b"], "target": [0, 1, 0]})
     with pytest.raises(CourseLibError, match="5 folds need at least 5 patients"):
         data.add_folds(df, 5)
-
-
-def test_kaggle_without_credentials_is_one_clear_line(tmp_path, no_kaggle_env):
-    assert kaggle_data.find_kaggle_credentials() is None
-    with pytest.raises(CourseLibError, match="no Kaggle credentials found"):
-        kaggle_data.download_kaggle(tmp_path / "k")
-    r = run_cli("data", "kaggle", "--out", tmp_path / "k", env=no_kaggle_env, timeout=60)
-    assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("course-lib: error: no Kaggle credentials found")
-    assert not (tmp_path / "k").exists()
-
-
-def test_kaggle_credentials_are_found_where_the_client_looks(tmp_path, no_kaggle_env, monkeypatch):
-    (tmp_path / ".kaggle").mkdir()
-    (tmp_path / ".kaggle" / "kaggle.json").write_text('{"username": "u", "key": "k"}')
-    assert kaggle_data.find_kaggle_credentials() == ".kaggle/kaggle.json"
-    (tmp_path / ".kaggle" / "kaggle.json").unlink()
-    monkeypatch.setenv("KAGGLE_API_TOKEN", "x")
-    assert kaggle_data.find_kaggle_credentials() == "environment variable KAGGLE_API_TOKEN"
 
 
 def test_kaggle_rejects_unknown_size(tmp_path):

@@ -56,7 +56,17 @@ def test_lowest_allowed_versions_run_chapter_04_and_with_deep_02(tmp_path, reque
         r = run(uv, "venv", "-q", "-p", sys.executable, venv)
         assert r.returncode == 0, r.stderr
     lowest = ("--resolution", "lowest-direct") + (("--reinstall-package", "course_lib") if reuse else ())
-    r = run(uv, "pip", "install", "-q", "-p", py, *lowest, f"course_lib @ file://{REPO}", timeout=1800)
+    r = run(
+        uv,
+        "pip",
+        "install",
+        "-q",
+        "-p",
+        py,
+        *lowest,
+        f"course_lib[efficientnet] @ file://{REPO}",
+        timeout=1800,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     r = run(uv, "pip", "install", "-q", "-p", py, "papermill", "ipykernel", "nbformat", "psutil", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]

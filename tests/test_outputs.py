@@ -208,22 +208,6 @@ def test_truncated_lightning_checkpoint_on_resume_is_one_line(sample_dir, tmp_pa
     )
 
 
-def test_a_sample_set_or_a_half_finished_download_is_not_the_kaggle_data(tmp_path, monkeypatch):
-    from course_lib.support import kaggle_data, sample
-    from course_lib.support.errors import CourseLibError
-
-    sample_set = sample.make_sample_dataset(tmp_path / "sample", n=5, img_size=32)
-    monkeypatch.setenv("KAGGLE_API_TOKEN", "x")  # credentials found: the folder is checked first
-    with pytest.raises(CourseLibError, match="holds a sample folder, not a kaggle-256 one"):
-        kaggle_data.download_kaggle(sample_set)
-    (tmp_path / "half").mkdir()
-    (tmp_path / "half" / "train.csv").write_text("image_name,target\n")
-    (tmp_path / "half" / MARKER).write_text("kaggle-256-started\n")
-    monkeypatch.setitem(__import__("sys").modules, "kaggle", None)  # stop right after the folder check
-    with pytest.raises(CourseLibError, match="the Kaggle client is missing"):
-        kaggle_data.download_kaggle(tmp_path / "half")  # not returned as downloaded: it starts again
-
-
 def test_symlinked_images_from_a_cache_are_images(sample_dir, tmp_path, capsys):
     import shutil
     import pandas as pd

@@ -149,3 +149,25 @@ def test_explicit_bf16_on_a_cpu_without_it_is_kept_with_a_notice(monkeypatch, ca
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
     assert precision.resolve_precision("bf16-mixed", "cpu") == "bf16-mixed"
     assert "no bf16 instructions: bf16-mixed is emulated" in capsys.readouterr().out
+
+
+def test_bf16_compiled_is_refused_in_one_line_on_a_gpu_without_bf16_tensor_cores(monkeypatch):
+    """A T4 (compute capability 7.5) runs bf16 eagerly, emulated, but Triton cannot build bf16 kernels for it:
+    `--compile --precision bf16-mixed` stops before any work, in one line; an Ampere GPU (8.0) takes it."""
+    from torch import nn
+    from course_lib.pytorch_loop import fit
+    from course_lib.support.errors import CourseLibError
+    from course_lib.support.precision import resolve_precision
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    with pytest.raises(CourseLibError, match=r"this Tesla T4 has 7\.5: use --precision 16-mixed") as e:
+        resolve_precision("bf16-mixed", "cuda", compile=True)
+    assert "\n" not in str(e.value)
+    cfg = TrainConfig(precision="bf16-mixed", compile=True, progress=False)
+    with pytest.raises(CourseLibError, match="needs bf16 tensor cores"):
+        fit(nn.Linear(2, 1), [], [], cfg, device="cuda")  # refused before the model moves
+    assert resolve_precision("bf16-mixed", "cuda") == "bf16-mixed", "eager bf16 runs"
+    assert resolve_precision("16-mixed", "cuda", compile=True) == "16-mixed"
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert resolve_precision("bf16-mixed", "cuda", compile=True) == "bf16-mixed"

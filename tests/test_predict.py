@@ -187,6 +187,8 @@ def test_submitting_without_a_kaggle_token_says_so_in_one_line(no_kaggle_env, tm
     from course_lib.predict import submit_to_kaggle
 
     (tmp_path / "submission.csv").write_text("image_name,target\nISIC_1,0.5\n")
-    with pytest.raises(CourseLibError, match="nothing was submitted: no Kaggle credentials found") as e:
+    with pytest.raises(
+        CourseLibError, match="nothing was submitted: no Kaggle data and no Kaggle token"
+    ) as e:
         submit_to_kaggle(tmp_path / "submission.csv", "a test")
     assert "\n" not in str(e.value)

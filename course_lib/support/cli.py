@@ -72,8 +72,15 @@ def _data_parser(sub):
     s.add_argument(
         "--seed", type=int, default=42, help="random seed; the same seed writes the same files (default: 42)"
     )
-    k = dsub.add_parser("kaggle", help="download the SIIM-ISIC JPEGs with the Kaggle API (needs credentials)")
-    k.add_argument("--out", required=True, type=Path, help="new or empty folder to download and unzip into")
+    k = dsub.add_parser(
+        "kaggle", help="the SIIM-ISIC JPEGs: attached to this Kaggle notebook, else downloaded by kagglehub"
+    )
+    k.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="new or empty folder to download into (unused where the set is attached)",
+    )
     k.add_argument(
         "--overwrite",
         action="store_true",
@@ -515,7 +522,7 @@ def _cmd_data(a) -> int:
         )
         print(f"wrote {a.n} training images with train.csv, and a test split with test.csv, to {out}")
     else:
-        print(f"downloaded to {kaggle_data.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
+        print(f"the Kaggle data is in {kaggle_data.download_kaggle(a.out, size=a.size, force=a.overwrite)}")
     return 0
 
 # %% ../../nbs/cli.ipynb #1d35108e

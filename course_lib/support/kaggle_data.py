@@ -1,4 +1,4 @@
-"""The competition's table columns, the Kaggle login and the download of the 256 px JPEG set.
+"""The competition's table columns, the data set attached to a Kaggle notebook, and the download through `kagglehub`.
 
 Docs: https://course-lib.github.io/course_lib/kaggle_data.html.md"""
 
@@ -7,14 +7,15 @@ Docs: https://course-lib.github.io/course_lib/kaggle_data.html.md"""
 # %% ../../nbs/kaggle_data.ipynb #24356979
 from __future__ import annotations
 import os
+import shutil
+import tempfile
 from pathlib import Path
-from .colab import colab_secret
 from .errors import CourseLibError
-from .outputs import check_folder, claim_folder, folder_kind
+from .outputs import check_folder, claim_folder, folder_kind, swap_in
 
 # %% auto #0
-__all__ = ['KAGGLE_COLUMNS', 'TEST_COLUMNS', 'KAGGLE_DATASETS', 'DUPLICATE', 'KAGGLE_HELP', 'find_kaggle_credentials',
-           'kaggle_api', 'download_kaggle']
+__all__ = ['KAGGLE_COLUMNS', 'TEST_COLUMNS', 'KAGGLE_DATASETS', 'DUPLICATE', 'KAGGLE_INPUT', 'KAGGLE_HELP', 'attached_dataset',
+           'in_kaggle_notebook', 'find_kaggle_credentials', 'kaggle_api', 'download_kaggle']
 
 # %% ../../nbs/kaggle_data.ipynb #5a28891f
 KAGGLE_COLUMNS = [
@@ -36,37 +37,61 @@ KAGGLE_DATASETS = {s: f"cdeotte/jpeg-melanoma-{s}x{s}" for s in (128, 192, 256, 
 DUPLICATE = -1  # the tfrecord of a photo the data set's author found twice: the copy is marked, not removed
 
 # %% ../../nbs/kaggle_data.ipynb #c009
-def find_kaggle_credentials() -> str | None:
-    """Where Kaggle credentials were found (a short description), or None; copies Colab secrets into the
-    environment."""
-    if os.environ.get("KAGGLE_API_TOKEN"):
-        return "environment variable KAGGLE_API_TOKEN"
-    if os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY"):
-        return "environment variables KAGGLE_USERNAME/KAGGLE_KEY"
-    cfg = Path(os.environ.get("KAGGLE_CONFIG_DIR", Path.home() / ".kaggle"))
-    for f in ("access_token", "kaggle.json"):
-        if (cfg / f).is_file():
-            return f"{cfg.name}/{f}"
-    user, key = colab_secret("KAGGLE_USERNAME"), colab_secret("KAGGLE_KEY")
-    if user and key:
-        os.environ["KAGGLE_USERNAME"], os.environ["KAGGLE_KEY"] = user, key
-        return "Colab secrets KAGGLE_USERNAME/KAGGLE_KEY"
+KAGGLE_INPUT = Path("/kaggle/input")  # where a Kaggle notebook finds the data sets attached to it, read-only
+
+
+def attached_dataset(
+    size: int = 256,  # image side: one of KAGGLE_DATASETS' sizes
+) -> Path | None:
+    """The `size` px data set attached to this Kaggle notebook (read-only under /kaggle/input), or None.
+    It looks on the disk only: no network and no token."""
+    root = Path(os.environ.get("KAGGLE_CACHE_MOUNT_FOLDER", KAGGLE_INPUT))  # kagglehub's name for it
+    slug = KAGGLE_DATASETS[size].split("/")[1]
+    for folder in (root / slug, *sorted(root.glob(f"*/{slug}")), *sorted(root.glob(f"*/*/{slug}"))):
+        if (folder / "train.csv").is_file():
+            return folder
     return None
+
+
+def in_kaggle_notebook() -> bool:
+    "Whether this runs in a Kaggle notebook, where kagglehub attaches a data set without a token."
+    return bool(os.environ.get("KAGGLE_KERNEL_RUN_TYPE"))  # the variable kagglehub's check reads
+
+
+def find_kaggle_credentials():
+    """The Kaggle token kagglehub finds (environment, ~/.kaggle, Colab's secrets), or None; None too where
+    kagglehub is not installed."""
+    try:
+        from kagglehub.config import get_kaggle_credentials
+    except ImportError:
+        return None
+    try:
+        return get_kaggle_credentials()
+    except ValueError as e:  # a kaggle.json without its keys, or not JSON
+        raise CourseLibError(f"the Kaggle credentials cannot be read: {e}") from None
 
 # %% ../../nbs/kaggle_data.ipynb #c010
 KAGGLE_HELP = (
-    "no Kaggle credentials found. Create a token at https://www.kaggle.com/settings/api, then either "
-    "set KAGGLE_API_TOKEN (or KAGGLE_USERNAME and KAGGLE_KEY), save it to ~/.kaggle/access_token, "
-    "or in Colab add the secrets KAGGLE_USERNAME and KAGGLE_KEY. Offline? Use `course-lib data sample`."
+    "no Kaggle data and no Kaggle token. In a Kaggle notebook, attach the data set (Add Input: "
+    "jpeg-melanoma-256x256); elsewhere create a token at https://www.kaggle.com/settings/api and set "
+    "KAGGLE_API_TOKEN, save it to ~/.kaggle/access_token, or in Colab add it as the secret KAGGLE_API_TOKEN. "
+    "Offline? Use `course-lib data sample`."
 )
 
 
 def kaggle_api(
     what: str = "",  # what stops without it, to open the message with, e.g. "nothing was submitted: "
 ):
-    "The Kaggle client's API, authenticated; no credentials, no client or rejected ones: one CourseLibError."
-    if find_kaggle_credentials() is None:
+    """The Kaggle client's API (chapter 10's submission), authenticated with the token kagglehub finds,
+    Colab's secrets included; no token, no client or a rejected token: one CourseLibError."""
+    creds = find_kaggle_credentials()
+    if creds is None:
         raise CourseLibError(what + KAGGLE_HELP)
+    if creds.api_key:  # the client reads the environment and ~/.kaggle, not Colab's secrets
+        os.environ.setdefault("KAGGLE_API_TOKEN", creds.api_key)
+    elif creds.username and creds.key:
+        os.environ.setdefault("KAGGLE_USERNAME", creds.username)
+        os.environ.setdefault("KAGGLE_KEY", creds.key)
     try:
         import kaggle  # authenticates on import
     except ImportError:
@@ -78,26 +103,65 @@ def kaggle_api(
     return kaggle.api
 
 
+def _kagglehub(
+    what: str = "",  # what stops without it, to open the message with
+):
+    "The kagglehub module, or one CourseLibError saying how to install it."
+    try:
+        import kagglehub
+    except ImportError:
+        raise CourseLibError(what + "kagglehub is missing: pip install 'course_lib[kaggle]'") from None
+    return kagglehub
+
+
+def _fetch(
+    handle: str,  # the data set, e.g. cdeotte/jpeg-melanoma-256x256
+    output_dir: Path | None,  # an empty folder for the files; None: kagglehub's cache
+) -> Path:
+    "kagglehub's download of `handle`; a failure is one CourseLibError."
+    kagglehub = _kagglehub()
+    try:
+        return Path(
+            kagglehub.dataset_download(handle, output_dir=None if output_dir is None else str(output_dir))
+        )
+    except Exception as e:  # no network, a rejected token, a data set that moved
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        raise CourseLibError(
+            f"the Kaggle download of {handle} failed ({reason}): check the network and the token, "
+            "or attach the data set to the notebook"
+        ) from None
+
+
 def download_kaggle(
-    out,  # the folder that gets train.csv and train/
+    out=None,  # a new or empty folder for train.csv and train/; None: kagglehub's cache
     size: int = 256,  # image side: one of KAGGLE_DATASETS' sizes
     force: bool = False,  # download again, also into a folder that holds other files
 ) -> Path:
-    """Download and unzip the Kaggle melanoma JPEGs of `size` px into `out`; needs credentials and network.
-    `out` is marked as finished only after the whole set is unzipped, so a sample set or a half-finished
-    download never counts as the real data."""
-    out = Path(out)
+    """The Kaggle melanoma JPEGs of `size` px: the copy attached to this Kaggle notebook when there is one,
+    else kagglehub's download (the network, and a token outside a Kaggle notebook). A folder you name is
+    marked finished only after the whole set is in it, so a sample set or a half-finished download never
+    counts as the real data."""
     if size not in KAGGLE_DATASETS:
         raise CourseLibError(f"--size must be one of {sorted(KAGGLE_DATASETS)}, got {size}")
-    done, started = f"kaggle-{size}", f"kaggle-{size}-started"
-    if folder_kind(out) == done and (out / "train.csv").exists() and not force:
+    attached = attached_dataset(size)
+    if attached is not None:
+        return attached
+    if in_kaggle_notebook():  # kagglehub attaches the set to the notebook: the mount is the data
+        return _fetch(KAGGLE_DATASETS[size], None)
+    done, out = f"kaggle-{size}", None if out is None else Path(out)
+    if out is not None and folder_kind(out) == done and (out / "train.csv").exists() and not force:
         return out
-    if folder_kind(out) != started:
+    if out is not None:
         check_folder(out, done, overwrite=force)
-    api = kaggle_api()
-    claim_folder(out, started, overwrite=True)  # a download that stops here is resumed, not trusted
+    if find_kaggle_credentials() is None:
+        raise CourseLibError(KAGGLE_HELP)
+    if out is None:
+        return _fetch(KAGGLE_DATASETS[size], None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.kaggle-", dir=out.parent))  # beside out: one move
     try:
-        api.dataset_download_files(KAGGLE_DATASETS[size], path=str(out), unzip=True, quiet=False)
-    except Exception as e:
-        raise CourseLibError(f"Kaggle download of {KAGGLE_DATASETS[size]} failed: {e}") from None
-    return claim_folder(out, done, overwrite=True)
+        built = _fetch(KAGGLE_DATASETS[size], staging / "data")
+        claim_folder(built, done, overwrite=True)
+        return swap_in(built, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

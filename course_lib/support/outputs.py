@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from .errors import CourseLibError
+from .errors import CourseLibError, disk_problem
 
 # %% auto #0
 __all__ = ['MARKER', 'LOCK_FILE', 'folder_kind', 'check_folder', 'claim_folder', 'cache_dir', 'atomic_path', 'write_text_atomic',
@@ -82,19 +82,38 @@ def cache_dir() -> Path:
     return Path(os.environ.get("COURSE_LIB_CACHE", Path.home() / ".cache" / "course_lib"))
 
 
+def _mb(
+    n: int,  # bytes
+) -> str:
+    return f"{n / 2**20:.1f} MB"
+
+
 @contextlib.contextmanager
 def atomic_path(
     path,  # the file to (re)place
+    size: int | None = None,  # the bytes it will take, when known: the message of a full disk names them
 ):
     """Yield a temporary path beside `path`; when the block ends without an error, it replaces `path`.
-    On an error the temporary file is removed and `path` is left as it was."""
+    On an error the temporary file is removed and `path` is left as it was; a full or read-only disk is one
+    CourseLibError that names the file, the space it needed and what to do."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise CourseLibError(disk_problem(e, path) or str(e)) from None
     os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:
+        written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
+        need = f"about {_mb(size)} needed" if size else f"{_mb(written)} written when it stopped"
+        kept = f"; {path.name} is as it was" if path.exists() else ""
+        line = disk_problem(e, path, f"{need}, {_mb(shutil.disk_usage(path.parent).free)} free{kept}")
+        if line is None:
+            raise
+        raise CourseLibError(line) from None
     finally:
         Path(tmp).unlink(missing_ok=True)
 

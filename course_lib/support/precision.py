@@ -16,12 +16,31 @@ PRECISIONS = ("32", "16-mixed", "bf16-mixed")
 __all__ = ['PRECISIONS', 'resolve_precision', 'autocast', 'is_tpu', 'lightning_precision']
 
 # %% ../../nbs/precision.ipynb #6ac9cdb3
+def _refuse_compiled_bf16(
+    device: torch.device,  # a CUDA device
+) -> None:
+    """Refuse bf16 under torch.compile on a GPU below compute capability 8.0 (a T4 is 7.5): the kernels Triton
+    writes for it fail to build there ("Feature '.bf16' requires .target sm_80 or higher",
+    Lightning-AI/pytorch-lightning#18070); eager bf16 runs, emulated."""
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) < (8, 0):
+        raise CourseLibError(
+            "--compile with --precision bf16-mixed needs bf16 tensor cores (compute capability 8.0+): "
+            f"this {torch.cuda.get_device_name(device)} has {major}.{minor}: use --precision 16-mixed, "
+            "or train without --compile"
+        )
+
+
 def resolve_precision(
     precision: str,  # one of PRECISIONS, as TrainConfig checked it
     device,  # the device training runs on
+    compile: bool = False,  # the model is compiled (chapter 07)
 ) -> str:
-    "The precision `fit` will use on `device`: fp16 becomes the CPU's best choice there, with a notice."
+    """The precision `fit` will use on `device`: fp16 becomes the CPU's best choice there, with a notice;
+    bf16 with torch.compile is refused on a GPU without bf16 tensor cores."""
     device = torch.device(device)
+    if device.type == "cuda" and compile and precision == "bf16-mixed":
+        _refuse_compiled_bf16(device)
     if device.type != "cpu":
         return precision
     if precision == "16-mixed":  # fp16 autocast is a GPU feature (Lightning makes the same switch)

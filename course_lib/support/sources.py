@@ -7,7 +7,8 @@ Docs: https://course-lib.github.io/course_lib/sources.html.md"""
 # %% ../../nbs/sources.ipynb #d5c04870
 from __future__ import annotations
 from pathlib import Path
-from .kaggle_data import download_kaggle, find_kaggle_credentials
+from .kaggle_data import attached_dataset, download_kaggle, find_kaggle_credentials
+from .kaggle_data import in_kaggle_notebook
 from .sample import sample_data_dir
 
 # %% auto #0
@@ -20,18 +21,23 @@ SMOKE_SAMPLE_SIZE = 300  # images in the smoke runs' sample: every step runs, in
 def get_data_dir(
     data_dir=None,  # a folder in the Kaggle layout; None: find one
     smoke: bool = False,  # never download: use the sample set
-    download_to="data",  # where the Kaggle data goes
+    download_to=None,  # a folder for the Kaggle data; None: kagglehub's cache
     **sample_kw,  # passed to sample_data_dir
 ) -> Path:
-    """A data folder: `data_dir` if given, else Kaggle's (with credentials, not in smoke mode), else the
-    built-in sample (SMOKE_SAMPLE_SIZE images in smoke mode, unless `n` is given)."""
+    """A data folder: `data_dir` if given; else, outside smoke mode, the Kaggle data set attached to this
+    notebook, or kagglehub's download (with a token, or in a Kaggle notebook); else the built-in sample
+    (SMOKE_SAMPLE_SIZE images in smoke mode, unless `n` is given)."""
     if data_dir is not None:
         return Path(data_dir)
-    if not smoke and find_kaggle_credentials() is not None:
+    if not smoke and (attached := attached_dataset()) is not None:
+        print(f"Using the Kaggle data attached to this notebook: {attached}")
+        return attached
+    if not smoke and (find_kaggle_credentials() is not None or in_kaggle_notebook()):
         return download_kaggle(download_to)
     if not smoke:
         print(
-            "No Kaggle credentials: using the built-in sample set (see `download_kaggle` for the real data)."
+            "No Kaggle data attached and no Kaggle token: using the built-in sample set "
+            "(attach jpeg-melanoma-256x256 in Kaggle, or see `download_kaggle`)."
         )
     if smoke:
         sample_kw = {"n": SMOKE_SAMPLE_SIZE, **sample_kw}

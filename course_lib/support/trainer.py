@@ -17,7 +17,7 @@ from .checks import check_finite_loss
 from .settings import check_used
 from ..pytorch_loop import TrainConfig, epoch_row, history_dict
 from ..lightning import checkpoint_callbacks
-from .errors import CourseLibError
+from .errors import CourseLibError, disk_problem
 from .precision import lightning_precision, resolve_precision
 
 # %% auto #0
@@ -91,9 +91,10 @@ def fit_lightning(
     check_used(
         cfg, "fit_lightning", LIGHTNING_READS, held
     )  # the module holds lr, seed, channels_last, compile
-    settings = trainer_settings(
-        cfg, accelerator=trainer_kw.pop("accelerator", "auto"), devices=trainer_kw.pop("devices", 1)
-    )
+    accelerator = trainer_kw.pop("accelerator", "auto")
+    if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():  # bf16 compiled on a T4: refused
+        resolve_precision(cfg.precision, "cuda", held.get("compile", False))
+    settings = trainer_settings(cfg, accelerator=accelerator, devices=trainer_kw.pop("devices", 1))
     history, resume = settings["callbacks"][0], cfg.resume
     trainer = pl.Trainer(**{**settings, **trainer_kw})
     last = Path(cfg.checkpoint_dir or ".") / "last.ckpt"
@@ -104,5 +105,11 @@ def fit_lightning(
         )
     if resume:
         print(f"resuming from {last}" if last.exists() else f"no checkpoint at {last}: starting from epoch 0")
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resume and last.exists() else None)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resume and last.exists() else None)
+    except (OSError, RuntimeError) as e:  # Lightning writes its checkpoints itself, through a temporary file
+        line = disk_problem(e, f"a checkpoint into {cfg.checkpoint_dir}" if cfg.checkpoint_dir else None)
+        if line is None:
+            raise
+        raise CourseLibError(line) from None
     return history_dict("lightning", history.rows)
