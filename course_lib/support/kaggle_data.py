@@ -54,8 +54,13 @@ def attached_dataset(
 
 
 def in_kaggle_notebook() -> bool:
-    "Whether this runs in a Kaggle notebook, where kagglehub attaches a data set without a token."
-    return bool(os.environ.get("KAGGLE_KERNEL_RUN_TYPE"))  # the variable kagglehub's check reads
+    """Whether kagglehub can attach a data set to this Kaggle notebook without a token: its own check
+    (kagglesdk's), False where kagglehub is not installed."""
+    try:
+        from kagglesdk.kaggle_env import is_in_kaggle_notebook
+    except ImportError:
+        return False
+    return is_in_kaggle_notebook()
 
 
 def find_kaggle_credentials():
