@@ -7,6 +7,7 @@ Docs: https://course-lib.github.io/course_lib/data.html.md"""
 # %% ../nbs/01_data.ipynb #c004
 from __future__ import annotations
 from pathlib import Path
+import numpy as np
 import pandas as pd
 from PIL import Image
 from .support.checks import read_table
@@ -78,8 +79,12 @@ def add_folds(
         )
     df = df.reset_index(drop=True).copy()
     df["fold"] = -1
-    splitter = StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed)
-    for fold, (_, valid_idx) in enumerate(splitter.split(df, df.target, groups=df.patient_id)):
+    # the seed shuffles the patients: each gets a random number as its group label (shuffle=True broke the
+    # stratification before scikit-learn 1.8, scikit-learn#32540)
+    patients = df.patient_id.unique()
+    label = dict(zip(patients, np.random.default_rng(seed).permutation(len(patients))))
+    splitter = StratifiedGroupKFold(n_splits=n_folds)  # shuffle=False: the same folds in every version
+    for fold, (_, valid_idx) in enumerate(splitter.split(df, df.target, groups=df.patient_id.map(label))):
         df.loc[valid_idx, "fold"] = fold
     return df
 

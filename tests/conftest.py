@@ -168,6 +168,11 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "deep: the deeper suite only (bash tools/run-tests.sh --deep)")
+    config.addinivalue_line(
+        "markers",
+        "xla: needs torch_xla, so torch 2.9: runs in .venv-tpu, Colab's TPU runtime's versions "
+        "(tools/run-tests.sh runs `-m 'not xla'` in .venv, then `-m xla` there)",
+    )
     workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n, resolved to a number
     if workers and not _worker(config):  # before the workers start: they inherit the environment
         from course_lib.book.runner import share_cores
@@ -221,7 +226,11 @@ def _budget(config) -> float:
 def _whole_suite(config) -> bool:
     "True when pytest runs the whole test folder (no file, -k or -m chosen): only then is the budget checked."
     chosen = [a for a in config.args if (config.invocation_params.dir / a).resolve() != REPO / "tests"]
-    return not chosen and not config.option.keyword and not config.option.markexpr
+    return not chosen and not config.option.keyword and config.option.markexpr in ("", *PARTS)
+
+
+# tools/run-tests.sh runs the suite in two parts, one per environment; each writes its own times
+PARTS = {"not xla": "times.json", "xla": "times-xla.json"}
 
 
 def _worker(config) -> bool:
@@ -244,7 +253,9 @@ def pytest_sessionfinish(session, exitstatus):
         aten_cpu_capability=os.environ.get("ATEN_CPU_CAPABILITY"),
         files={k: round(v, 1) for k, v in sorted(_SUITE["files"].items(), key=lambda kv: -kv[1])},
     )
-    (out / "times.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / PARTS.get(session.config.option.markexpr, "times.json")).write_text(
+        json.dumps(record, indent=2) + "\n"
+    )
     _SUITE["over"] = _whole_suite(session.config) and total > _budget(session.config)
     _SUITE["slowest"] = list(record["files"].items())[:3]
 

@@ -125,7 +125,8 @@ def stratified_group_k_fold(df, n_folds):
     from sklearn.model_selection import StratifiedGroupKFold
 
     folds = np.zeros(len(df), dtype=int)
-    splits = StratifiedGroupKFold(n_folds, shuffle=True, random_state=0).split(df, df.target, df.patient_id)
+    # shuffle=False: its shuffle broke the stratification before scikit-learn 1.8 (scikit-learn#32540)
+    splits = StratifiedGroupKFold(n_folds).split(df, df.target, df.patient_id)
     for k, (_, valid) in enumerate(splits):
         folds[valid] = k
     return folds

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tomllib
 import pytest
 from packaging.requirements import Requirement
@@ -35,6 +34,19 @@ def _floors() -> dict:
     return floors
 
 
+def _lowest_python() -> str:
+    "An interpreter of the lowest Python that pyproject.toml allows, found as tools/setup-venv.sh finds one."
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"].lstrip(">=")
+    found = subprocess.run(
+        ["bash", "-c", f"source tools/find-python.sh && python_for {version}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert found, f"no Python {version} here: pyenv install {version}, or uv python install {version}"
+    return found
+
+
 @pytest.mark.slow
 def test_lowest_allowed_versions_run_chapter_04_and_with_deep_02(tmp_path, request):
     chapters, want = CHAPTERS[request.config.getoption("--deep")]
@@ -48,12 +60,13 @@ def test_lowest_allowed_versions_run_chapter_04_and_with_deep_02(tmp_path, reque
             [str(c) for c in cmd], capture_output=True, text=True, stdin=subprocess.DEVNULL, **kw
         )
 
-    stamp = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + sys.executable.encode()).hexdigest()[:16]
+    python = _lowest_python()
+    stamp = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + python.encode()).hexdigest()[:16]
     stamp_file = venv / ".lowest_stamp"
     reuse = stamp_file.exists() and stamp_file.read_text() == stamp
     if not reuse:
         shutil.rmtree(venv, ignore_errors=True)
-        r = run(uv, "venv", "-q", "-p", sys.executable, venv)
+        r = run(uv, "venv", "-q", "-p", python, venv)
         assert r.returncode == 0, r.stderr
     lowest = ("--resolution", "lowest-direct") + (("--reinstall-package", "course_lib") if reuse else ())
     r = run(

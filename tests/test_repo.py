@@ -103,7 +103,7 @@ def test_no_secrets_in_tracked_files():
     hits = []
     for f in files:
         p = REPO / f
-        if f == "constraints.txt" or not p.is_file() or p.stat().st_size > 2_000_000:
+        if f in ("constraints.txt", "constraints-tpu.txt") or not p.is_file() or p.stat().st_size > 2_000_000:
             continue
         text = p.read_text(errors="ignore")
         if f.startswith(".github/workflows/"):  # actions pinned by commit SHA (40 hex) are not keys
@@ -212,3 +212,18 @@ def test_the_test_scheduler_keeps_each_file_on_one_worker():
     assert scope("tests/test_xla.py::test_a") == scope("tests/test_xla.py::test_b[x@y]")
     assert scope("tests/test_xla.py::test_a") != scope("tests/test_cli.py::test_a")
     assert scope("tests/test_site.py::test_a") == scope("tests/test_runtimes.py::test_b[colab-gpu]")
+
+
+def test_no_page_links_to_itself():
+    """A link on a page goes somewhere else: the Korean index's link to the Korean edition leads to its
+    English original instead (the English index's link leads to the Korean one)."""
+    notebooks = [*(REPO / "nbs").glob("[0-9][0-9]_*.ipynb"), *(REPO / "ko").glob("*.ipynb")]
+    itself = []
+    for path in notebooks:
+        cells = json.loads(path.read_text())["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        for target in RELATIVE_LINK.findall(text):
+            file = target.split("#")[0]
+            if file and (path.parent / file).resolve() == path.resolve():
+                itself.append(f"{path.relative_to(REPO)}: {target}")
+    assert len(notebooks) > 20 and not itself, itself

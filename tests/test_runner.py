@@ -1,6 +1,7 @@
 "The notebook runner: success, failure, timeout, summary, selection."
 
 import json
+import os
 import re
 from pathlib import Path
 import nbformat
@@ -266,7 +267,7 @@ def test_record_writes_the_run_with_its_machine(nbs, tmp_path, runner_main):
     )
     assert code == 0, err
     rec = json.loads(record.read_text())
-    assert rec["command"] == "course-book run-notebooks --smoke" and "cores" in rec["machine"]
+    assert rec["command"] == "course-book run-notebooks --smoke" and rec["cores"] >= 1 and rec["cpu"]
     assert [n["notebook"] for n in rec["notebooks"]] == ["01_ok.ipynb"]
     assert rec["notebooks"][0]["results"] == {"smoke": True, "answer": 42}
 
@@ -308,3 +309,53 @@ def test_jobs_below_one_is_one_line_before_anything_runs(nbs, tmp_path, runner_m
     code, _, err = runner_main("run-notebooks", "--nbs", nbs, "--out", tmp_path / "out", "--jobs", "0")
     assert code == 1 and "--jobs must be at least 1, got 0" in err, err
     assert not (tmp_path / "out").exists(), "nothing ran"
+
+
+def _tpu_python() -> str:
+    "The interpreter of .venv-tpu, which tools/setup-venv.sh names in COURSE_LIB_TPU_PYTHON."
+    python = os.environ.get("COURSE_LIB_TPU_PYTHON")
+    assert python, "COURSE_LIB_TPU_PYTHON is not set: run the tests with bash tools/run-tests.sh"
+    return python
+
+
+def test_a_notebook_asking_for_a_tpu_runs_in_the_tpu_environment(tmp_path, runner_main):
+    """--python TPU=...: the notebook whose metadata asks Colab for a TPU runs with that interpreter's kernel
+    (torch_xla there), the others with this one; every summary row names its environment."""
+    d = tmp_path / "nbs"
+    d.mkdir()
+    probe = (
+        "import importlib.util, sys\n"
+        "from course_lib.support.results import record_results\n"
+        "record_results({'xla': importlib.util.find_spec('torch_xla') is not None}, RESULTS_PATH)"
+    )
+    for name, hardware in (("01_gpu.ipynb", "GPU"), ("02_tpu.ipynb", "TPU")):
+        _write_nb(d / name, probe)
+        nb = nbformat.read(d / name, as_version=4)
+        nb.metadata["accelerator"] = hardware
+        nbformat.write(nb, d / name)
+    out = tmp_path / "out"
+    code, _, err = runner_main(
+        "run-notebooks", "--smoke", "--nbs", d, "--out", out, "--python", f"TPU={_tpu_python()}"
+    )
+    assert code == 0, err
+    gpu, tpu = json.loads((out / "summary.json").read_text())
+    assert gpu["results"] == {"xla": False} and gpu["environment"]["torch_xla"] is None
+    assert tpu["results"] == {"xla": True} and tpu["environment"]["torch_xla"], tpu
+    summary = (out / "summary.md").read_text()
+    assert f"torch_xla {tpu['environment']['torch_xla']}" in summary
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("TPU", "write HARDWARE=PYTHON"),
+        ("XPU=/usr/bin/python3", "write HARDWARE=PYTHON"),
+        ("TPU=/no/such/python", "not an interpreter with papermill and ipykernel"),
+    ],
+)
+def test_a_wrong_python_is_one_line_before_anything_runs(value, message, nbs, tmp_path, runner_main):
+    code, out, err = runner_main(
+        "run-notebooks", "--smoke", "--nbs", nbs, "--out", tmp_path / "o", "--python", value
+    )
+    assert code != 0 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()

@@ -50,6 +50,7 @@ def test_runtime_check_passes(name, runtime_runs):
         "installing course_lib kept the runtime's torch"
     )
     assert all(summary["runtime_packages_kept"].values()), summary["runtime_packages_kept"]
+    assert summary["pip_check"], "the runtime's pip check is recorded"  # e.g. "No broken requirements found."
 
 
 @pytest.mark.slow
@@ -83,3 +84,58 @@ def test_chapter_07_stops_clearly_on_a_gpu_runtime_profile():
     "A GPU runtime has no torch_xla: the profile records chapter 08's one-line stop as the expected result."
     profile = (REPO / "tools" / "runtimes" / "colab-gpu.txt").read_text()
     assert "# expect: 08_tpu.ipynb this chapter needs torch_xla" in profile
+
+
+# The Colab runtime whose versions each kind of chapter runs in: its metadata's accelerator (what Colab opens)
+RUNTIME_OF = {"GPU": "colab-gpu", "TPU": "colab-tpu"}
+
+
+def _pins(runtime: str) -> dict:
+    "{package: version} of a runtime profile's pinned lines."
+    lines = (REPO / "tools" / "runtimes" / f"{runtime}.txt").read_text().splitlines()
+    return dict(line.split("==") for line in lines if "==" in line and not line.startswith("#"))
+
+
+def _matches(env: dict, runtime: str) -> list[str]:
+    "How `env` (python, torch, torch_xla versions) differs from `runtime`'s profile; [] when it does not."
+    pins, python = _pins(runtime), _profile_field(runtime, "python")[0]
+    found = dict(
+        python=env["python"].rsplit(".", 1)[0],
+        torch=env["torch"].split("+")[0],
+        torch_xla=(env.get("torch_xla") or "").split("+")[0] or None,
+    )
+    want = dict(python=python, torch=pins["torch"], torch_xla=pins.get("torch_xla"))
+    return [f"{k} {found[k]} (the profile: {want[k]})" for k in want if found[k] != want[k]]
+
+
+def test_each_chapter_ran_in_the_versions_of_the_runtime_it_asks_for():
+    """The recorded course run that the index shows: every notebook ran with the Python, torch and torch_xla
+    of the Colab runtime its metadata opens (chapter 08: the TPU runtime's; the others: the GPU runtime's)."""
+    from course_lib.book.docs_sync import RESULTS_FILE
+    from course_lib.book.runner import accelerator
+
+    record = json.loads((REPO / RESULTS_FILE).read_text())
+    wrong = {
+        row["notebook"]: diff
+        for row in record["notebooks"]
+        if (diff := _matches(row["environment"], RUNTIME_OF[accelerator(REPO / "nbs" / row["notebook"])]))
+    }
+    assert not wrong, f"record a new run (course-book run-notebooks --record): {wrong}"
+    assert {accelerator(REPO / "nbs" / row["notebook"]) for row in record["notebooks"]} == set(RUNTIME_OF)
+
+
+@pytest.mark.parametrize("runtime", ["colab-gpu", pytest.param("colab-tpu", marks=pytest.mark.xla)], ids=str)
+def test_the_tests_run_in_the_versions_of_the_runtime_they_are_about(runtime):
+    """The test command's two parts: everything in .venv, the GPU runtime's versions; the tests marked xla in
+    .venv-tpu, the TPU runtime's."""
+    import importlib.metadata as md
+    import platform
+
+    def version(name):
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            return None
+
+    env = dict(python=platform.python_version(), torch=version("torch"), torch_xla=version("torch_xla"))
+    assert not _matches(env, runtime), _matches(env, runtime)

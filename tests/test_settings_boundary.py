@@ -106,6 +106,7 @@ def test_lightning_uses_or_refuses_every_field(tmp_path, capsys):
     assert {n for n, o in outcome.items() if o == "refused"} == refused, outcome
 
 
+@pytest.mark.xla
 def test_xla_uses_or_refuses_every_field(tmp_path):
     outcome = {
         name: _changed_or_refused(lambda cfg: _xla_run(cfg, tmp_path), name, base, changed)
@@ -173,6 +174,7 @@ def test_the_loaders_use_every_loader_field(engine, sample_dir):
     assert set(outcome.values()) == {"used"}, outcome
 
 
+@pytest.mark.xla
 def test_xla_uses_or_refuses_every_loader_field(sample_dir, tmp_path):
     "On the melanoma task; the replicas normalise in the loader's workers, and take TrainConfig's seed."
     from course_lib.data import add_folds, read_train_table

@@ -113,7 +113,7 @@ def _read_back(out):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
+@pytest.mark.parametrize("engine", ["pytorch", "lightning", pytest.param("xla", marks=pytest.mark.xla)])
 def test_every_engine_logs_offline_and_nothing_is_lost(engine, offline_run):
     """course-lib train --wandb offline (no key, no stdin): config, every epoch's metrics and the model
     artifacts are in the log. The runs are shared (conftest.offline_run)."""
@@ -203,7 +203,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("engine", ["pytorch", "lightning", "xla"])
+@pytest.mark.parametrize("engine", ["pytorch", "lightning", pytest.param("xla", marks=pytest.mark.xla)])
 def test_every_engine_trains_with_wandb_disabled_where_wandb_is_not_installed(engine, sample_dir, tmp_path):
     "W&B is an optional extra: with --wandb disabled no engine imports it."
     import subprocess

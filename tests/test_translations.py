@@ -11,10 +11,13 @@ from conftest import REPO
 from course_lib.book.runner import run_notebook
 from course_lib.book.translations import (
     LANGUAGES,
+    LEARNER_SECTIONS,
     TRANSLATED_DIR,
     catalog_path,
     catalog_stats,
     banned_terms,
+    message_sections,
+    question_problems,
     read_catalog,
     style_problems,
     terminology,
@@ -68,15 +71,38 @@ def test_one_word_per_meaning_one_register_and_no_semicolons(lang):
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
 
 
-def test_questions_are_asked_in_one_register():
-    "A question put to the learner (the questionnaire's) ends in -ㅂ니까?, never -까요?"
-    soft = [
-        f"{nb.name}: {m.string[-40:]!r}"
+def test_questions_are_asked_in_the_register_of_their_kind():
+    """A question's place decides its kind, whatever the English punctuation: under `## Exercises`,
+    `## Questionnaire` or `## Further research` it is put to the learner and ends in -ㅂ니까?; elsewhere the
+    prose asks it and answers it, in -ㄹ까요? (TERMINOLOGY.md)."""
+    problems, asked = [], 0
+    for nb in translated_notebooks(REPO):
+        where = message_sections(nb)
+        for m in read_catalog(catalog_path(REPO, "ko", nb.name)):
+            if m.id and m.string:
+                learner = bool(where.get(m.id, set()) & set(LEARNER_SECTIONS))
+                asked += learner and "?" in m.string
+                problems += [f"{nb.name}: {p}: {m.id[:60]!r}" for p in question_problems(m.string, learner)]
+    assert not problems, "\n".join(problems)
+    assert asked > 100, f"only {asked} questions found under {LEARNER_SECTIONS}: were the headings renamed?"
+
+
+# A finished Korean sentence (-다, -요, -까) followed by a colon and more text on the same line: the
+# English colon kept where Korean ends the sentence or joins with a connective. Colons Korean does use
+# stay allowed: after a label (힌트:, 예:), and at a line's end, before a list, a code block or a table.
+SENTENCE_COLON = re.compile(r"(다|요|까)\s*:[ \t]+\S")
+
+
+@pytest.mark.parametrize("lang", ["ko"])
+def test_no_colon_joins_two_sentences(lang):
+    joined = [
+        f"{nb.name}: {m.string[:80]!r}"
         for nb in translated_notebooks(REPO)
-        for m in read_catalog(catalog_path(REPO, "ko", nb.name))
-        if m.id.rstrip().endswith("?") and m.string.rstrip().endswith("요?")
+        for m in read_catalog(catalog_path(REPO, lang, nb.name))
+        if m.id and m.string and SENTENCE_COLON.search(re.sub(r"`[^`]*`|\]\([^)]*\)", "", m.string))
     ]
-    assert not soft, soft
+    assert not joined, f"{len(joined)} entries:\n" + "\n".join(joined[:20])
+    assert SENTENCE_COLON.search("공짜가 아닙니다: 첫 호출이") and not SENTENCE_COLON.search("힌트: 보세요")
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

@@ -4,6 +4,7 @@ replicas, the data, warnings."""
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import pytest
@@ -14,6 +15,10 @@ from course_lib.support.sample import make_sample_dataset
 from course_lib.support.errors import CourseLibError
 from course_lib.tpu import check_no_recompilation, shard_loaders
 from course_lib.support.xla import XLA_DEFAULTS, melanoma_task
+
+pytestmark = (
+    pytest.mark.xla
+)  # torch_xla 2.9 needs torch 2.9: these run in .venv-tpu, Colab's TPU runtime's versions
 
 
 def xla_check(name, tmp_path, timeout=900, output=False):
@@ -135,6 +140,14 @@ def test_lightning_fits_on_xla_cpu_in_bf16_true(lightning_fits):
     assert 1e-3 < abs(losses[0] - cpu[0]) / cpu[0] < 0.1, (losses[0], cpu[0])
 
 
+# Deprecation warnings that every warning shown (PYTHONWARNINGS=always) brings up in Colab's TPU runtime's
+# versions, from code neither the course nor torch_xla wrote: Python 3.12+ warns at every fork of a
+# multi-threaded process (torch_xla.launch's start_method="fork", which torch_xla documents for
+# notebooks), and Colab's matplotlib 3.10.0 calls pyparsing's `oneOf`, a camelCase name that pyparsing 3.3
+# warns about. Neither is shown with Python's default filters.
+NOT_OURS = re.compile(r"multiprocessing/popen_fork\.py|matplotlib/_fontconfig_pattern\.py")
+
+
 @pytest.mark.slow
 def test_course_code_prints_no_deprecation_warnings(train_then_recompile, tmp_path):
     """train_xla on both tasks, fp32 and bf16, with every warning shown: none says deprecated; the old
@@ -143,9 +156,8 @@ def test_course_code_prints_no_deprecation_warnings(train_then_recompile, tmp_pa
     runs = results["train"]
     assert set(runs) == {"fashion-32", "fashion-bf16", "melanoma"}
     assert all(len(h["epochs"]) == 2 for h in runs.values())
-    assert "deprecat" not in output.lower(), [
-        line for line in output.splitlines() if "deprecat" in line.lower()
-    ][:5]
+    said = [line for line in output.splitlines() if "deprecat" in line.lower() and not NOT_OURS.search(line)]
+    assert not said, said[:5]
     control_dir = tmp_path / "control"
     control_dir.mkdir()
     _, control = xla_check("old_api", control_dir, output=True)

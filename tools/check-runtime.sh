@@ -26,13 +26,7 @@ if ! command -v uv >/dev/null; then
 fi
 
 want=$(sed -n 's/^# python: *//p' "$profile")
-python_for() {  # an interpreter of version $1 (X.Y): on PATH, in pyenv, or one uv knows
-  local v=$1 c
-  for c in "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/"$v".*/bin/python"$v" $(command -v "python$v" 2>/dev/null); do
-    if [ -x "$c" ] && "$c" -c 'import sys' 2>/dev/null; then echo "$c"; return 0; fi  # a pyenv shim may not run
-  done
-  uv python find "$v" 2>/dev/null
-}
+source tools/find-python.sh
 python=$(python_for "$want") || { echo "check-runtime: no Python $want here (pyenv install $want, or uv python install $want)" >&2; exit 2; }
 
 venv=.venv-$name
@@ -73,6 +67,9 @@ versions > "$out/after-install.json"
 uv pip install -q -p "$venv/bin/python" papermill ipykernel nbformat
 versions > "$out/after.json"
 echo "$stamp" > "$venv/.runtime_stamp"
+# whether the runtime's packages and course_lib's agree on their requirements: recorded, not a failure (a
+# runtime image can ship a conflict of its own)
+"$venv/bin/python" -m pip check > "$out/pip-check.txt" 2>&1 || true
 
 only=${only_arg:-$(sed -n 's/^# run: *//p' "$profile")}
 echo "check-runtime $name: running the course in smoke mode${only:+ (only $only)}"
@@ -100,8 +97,9 @@ for r in rows:
     else:
         r["as_expected"] = r["status"] == "ok"
 ok = bool(rows) and all(kept.values()) and all(r["as_expected"] for r in rows)
+pip_check = (out / "pip-check.txt").read_text().strip().splitlines()
 summary = dict(runtime=name, date=time.strftime("%Y-%m-%d"), python=platform.python_version(),
-               packages_before=before, packages_after=after, runtime_packages_kept=kept,
+               packages_before=before, packages_after=after, runtime_packages_kept=kept, pip_check=pip_check,
                notebooks=rows, ok=ok, seconds=round(time.time() - start, 1))
 (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 for r in rows:
@@ -110,6 +108,7 @@ for r in rows:
 changed = [k for k, same in kept.items() if not same]
 if changed:
     print(f"  installing course_lib changed the runtime's {', '.join(changed)}: {before} -> {after}")
+print(f"  pip check: {' / '.join(pip_check)}")
 print(f"check-runtime {name}: {'ok' if ok else 'FAILED'}; Python {platform.python_version()}, torch {after['torch']}; "
       f"{summary['seconds']:.0f} s; {out / 'summary.json'}")
 sys.exit(0 if ok else 1)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: library, command line, notebooks in smoke mode, the website in a browser, packaging and
-# repository checks.
+# repository checks. In two parts, each in the environment of the Colab runtime it is about: everything in .venv
+# (the GPU runtime's versions), then the tests marked xla (torch_xla needs torch 2.9) in .venv-tpu (the TPU
+# runtime's). Both parts run; the command fails when either does.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup-venv.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/setup-browser.sh"
@@ -11,4 +13,8 @@ workers=${COURSE_LIB_TEST_WORKERS:-$(( $(nproc) >= 2 ? 2 : 1 ))}
 if [ "$workers" -gt 1 ]; then
   set -- -n "$workers" "$@"
 fi
-python -m pytest -q --durations=25 "$@"  # the slowest tests listed at the end: where CI time goes
+status=0
+python -m pytest -q --durations=25 -m "not xla" "$@" || status=$?  # the slowest tests listed: where CI time goes
+echo "tests marked xla, in .venv-tpu ($("$COURSE_LIB_TPU_PYTHON" --version), torch_xla):"
+PATH="$(dirname "$COURSE_LIB_TPU_PYTHON"):$PATH" "$COURSE_LIB_TPU_PYTHON" -m pytest -q --durations=10 -m xla "$@" || status=$?
+exit $status

@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 from .. import __version__
-from ..support.errors import one_line_errors
+from ..support.errors import CourseLibError, one_line_errors
 
 # %% auto #0
 __all__ = ['COMMANDS', 'build_parser', 'main']
@@ -63,6 +63,14 @@ def _runner_parser(sub):
         "--nbs", type=Path, default=Path("nbs"), help="folder holding the notebooks (default: nbs)"
     )
     r.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="HARDWARE=PYTHON",
+        help="run the notebooks whose metadata asks for HARDWARE (GPU or TPU) with this interpreter, e.g. "
+        "--python TPU=.venv-tpu/bin/python (default: this one)",
+    )
+    r.add_argument(
         "--record",
         type=Path,
         help="also write the run and this machine's description to a file (the index shows the recorded one)",
@@ -103,6 +111,19 @@ def _stop_on_signals() -> None:
             signal.signal(sig, stop)
 
 
+def _pythons(
+    given: list[str],  # the --python values, HARDWARE=PYTHON each
+) -> dict:
+    "{hardware: interpreter} from `--python` values; one line naming a malformed one."
+    pythons = {}
+    for item in given:
+        hardware, sep, python = item.partition("=")
+        if not sep or hardware not in ("GPU", "TPU") or not python:
+            raise CourseLibError(f"--python {item}: write HARDWARE=PYTHON, HARDWARE being GPU or TPU")
+        pythons[hardware] = python
+    return pythons
+
+
 def _cmd_run_notebooks(a) -> int:
     "Run `course-book run-notebooks`; non-zero exit when any notebook failed."
     from course_lib.book.docs_sync import record_run  # the course's tooling: loaded by its own commands only
@@ -110,7 +131,10 @@ def _cmd_run_notebooks(a) -> int:
 
     _stop_on_signals()
     jobs = min(2, available_cores()) if a.jobs is None else a.jobs
-    rows = run_notebooks(a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout, jobs=jobs)
+    pythons = _pythons(a.python)
+    rows = run_notebooks(
+        a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout, jobs=jobs, pythons=pythons
+    )
     if a.record:
         record = record_run(rows, a.smoke, min(jobs, len(rows)))
         a.record.write_text(json.dumps(record, indent=2) + "\n")

@@ -98,11 +98,11 @@ RESULTS_FILE = "bench/results/course-smoke.json"  # a recorded smoke run, shown 
 
 
 def record_run(
-    rows: list[dict],  # run_notebooks' result
+    rows: list[dict],  # run_notebooks' result, each row with the environment that ran its notebook
     smoke: bool,  # whether the run was in smoke mode
     jobs: int = 1,  # how many notebooks ran at once
 ) -> dict:
-    "A course run with when, how and where it was made: what `results_table` shows."
+    "A course run with when, how and on which machine it was made: what `results_table` shows."
     import platform
 
     import torch
@@ -113,40 +113,64 @@ def record_run(
             line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")
         ]
         cpu = names[0].split(":", 1)[1].strip() if names else cpu
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     return dict(
         recorded=time.strftime("%Y-%m-%d"),
         command="course-book run-notebooks" + " --smoke" * smoke + f" --jobs {jobs}" * (jobs > 1),
-        machine=f"{cpu}, {os.cpu_count()} cores, {gpu}",
-        python=platform.python_version(),
-        torch=torch.__version__,
+        cpu=cpu,
+        cores=os.cpu_count(),
+        gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         notebooks=rows,
     )
 
 
 RESULTS_WORDS = {  # the results block's words, per language (the index notebook and its translations)
-    "en": (
-        "Recorded {recorded} with `{command}` on {machine} (Python {python}, torch {torch}):",
-        "| notebook | seconds | what it measured |",
+    "en": dict(
+        line="Recorded {date} with `{command}` on {cpu}, {cores} cores, {gpu}, with Python {python}:",
+        no_gpu="no GPU",
+        head="| notebook | seconds | torch | what it measured |",
+        date=lambda y, m, d: f"{y}-{m:02d}-{d:02d}",
     ),
-    "ko": (
-        "{recorded}에 `{command}`로 기록한 결과입니다. 머신: {machine} (Python {python}, torch {torch}).",
-        "| 노트북 | 초 | 측정한 것 |",
+    "ko": dict(
+        line="{date}에 `{command}`로 기록한 결과입니다. 머신: {cpu}, 코어 {cores}개, {gpu}, Python {python}.",
+        no_gpu="GPU 없음",
+        head="| 노트북 | 초 | torch | 측정한 것 |",
+        date=lambda y, m, d: f"{y}년 {m}월 {d}일",
     ),
 }
+
+
+def _torch_cell(
+    env: dict,  # a row's environment: python, torch and torch_xla versions
+) -> str:
+    "`2.11.0+cu130`, or `2.9.0+cu128, torch_xla 2.9.0` where torch_xla ran the notebook too."
+    return ", ".join(
+        [env.get("torch") or "-"] + [f"torch_xla {env['torch_xla']}"] * bool(env.get("torch_xla"))
+    )
 
 
 def results_table(
     record: dict,  # RESULTS_FILE's content: how and where the run was made, and its summary rows
     lang: str = "en",  # the language of the words around the numbers
 ) -> str:
-    """Markdown: what each notebook of a recorded course run measured, and how long it took; each notebook
-    linked beside the index (nbs/ in English, ko/ in Korean)."""
-    line, head = RESULTS_WORDS[lang]
-    rows = [line.format(**record), "", head, "|---|---:|---|"]
+    """Markdown: what each notebook of a recorded course run measured, how long it took and with which torch;
+    each notebook linked beside the index (nbs/ in English, ko/ in Korean)."""
+    words = RESULTS_WORDS[lang]
+    pythons = sorted({r.get("environment", {}).get("python") or "?" for r in record["notebooks"]})
+    date = words["date"](*map(int, record["recorded"].split("-")))
+    line = words["line"].format(
+        date=date,
+        command=record["command"],
+        cpu=record["cpu"],
+        cores=record["cores"],
+        gpu=record["gpu"] or words["no_gpu"],
+        python=" / ".join(pythons),
+    )
+    rows = [line, "", words["head"], "|---|---:|---|---|"]
     for r in record["notebooks"]:
-        measured = results_text(r["results"])
-        rows.append(f"| [{r['notebook']}]({r['notebook']}) | {r['seconds']} | {measured or r['status']} |")
+        measured, torch_ = results_text(r["results"]), _torch_cell(r.get("environment", {}))
+        rows.append(
+            f"| [{r['notebook']}]({r['notebook']}) | {r['seconds']} | {torch_} | {measured or r['status']} |"
+        )
     return "\n".join(rows)
 
 # %% ../../nbs/book/docs_sync.ipynb #c019

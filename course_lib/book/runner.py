@@ -8,6 +8,7 @@ Docs: https://course-lib.github.io/course_lib/book/runner.html.md"""
 from __future__ import annotations
 import contextlib
 import fnmatch
+import functools
 import getpass
 import importlib.util
 import json
@@ -21,8 +22,9 @@ from pathlib import Path
 from ..support.errors import CourseLibError
 
 # %% auto #0
-__all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'error_line', 'start_notebook', 'finish_notebook', 'run_many', 'run_notebook',
-           'results_text', 'write_summary', 'available_cores', 'inductor_cache', 'share_cores', 'run_notebooks']
+__all__ = ['SMOKE_PARAMETERS', 'find_notebooks', 'error_line', 'accelerator', 'environment', 'check_python', 'start_notebook',
+           'finish_notebook', 'run_many', 'run_notebook', 'results_text', 'environment_text', 'write_summary',
+           'available_cores', 'inductor_cache', 'share_cores', 'run_notebooks']
 
 # %% ../../nbs/book/runner.ipynb #c006
 def find_notebooks(
@@ -79,11 +81,55 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(family, timeout=10)
 
 
+def accelerator(
+    nb: Path,  # a notebook
+) -> str | None:
+    "The hardware `nb` asks Colab for (its metadata's `accelerator`: GPU or TPU); None if it asks for none."
+    return json.loads(Path(nb).read_text()).get("metadata", {}).get("accelerator")
+
+
+@functools.cache
+def environment(
+    python: str,  # an interpreter
+) -> dict:
+    """Which Python, torch and torch_xla `python` runs (None for a package it lacks), read from the packages'
+    metadata without importing them."""
+    probe = (
+        "import importlib.metadata as md, json, platform\n"
+        "def v(name):\n"
+        "    try:\n"
+        "        return md.version(name)\n"
+        "    except md.PackageNotFoundError:\n"
+        "        return None\n"
+        "print(json.dumps(dict(python=platform.python_version(), torch=v('torch'),\n"
+        "                      torch_xla=v('torch_xla'))))"
+    )
+    out = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def check_python(
+    python: str,  # an interpreter to run notebooks with
+    hardware: str,  # the accelerator whose notebooks it runs, for the message
+) -> None:
+    "Raise CourseLibError in one line unless `python` runs and has papermill and a Jupyter kernel."
+    ok = Path(python).is_file() and os.access(python, os.X_OK)
+    if ok:
+        probe = subprocess.run([python, "-c", "import papermill, ipykernel"], capture_output=True)
+        ok = probe.returncode == 0
+    if not ok:
+        raise CourseLibError(
+            f"--python {hardware}={python}: not an interpreter with papermill and ipykernel "
+            "(install course_lib[book] into it)"
+        )
+
+
 def start_notebook(
     nb: Path,  # the notebook to run
     out_dir: Path,  # where the executed copy and its results go
     parameters: dict,  # papermill parameters, e.g. SMOKE
     env: dict | None = None,  # the kernel's environment; None: this process's
+    python: str | None = None,  # the interpreter whose papermill and kernel run it; None: this one
 ) -> dict:
     """Start papermill on `nb` in a process of its own, with a temporary folder of its own (`TMPDIR`) that
     `finish_notebook` removes, whatever the notebook left there; returns the running job."""
@@ -95,14 +141,20 @@ def start_notebook(
     results_path = (out_dir / nb.name).with_suffix(".results.json")
     results_path.unlink(missing_ok=True)
     params = {**parameters, "RESULTS_PATH": str(results_path.resolve())}
-    cmd = [sys.executable, "-m", "papermill", str(nb), str(out_dir / nb.name), "-k", "python3"]
+    cmd = [python or sys.executable, "-m", "papermill", str(nb), str(out_dir / nb.name), "-k", "python3"]
     cmd += ["--cwd", str(nb.parent), "--no-progress-bar", "-y", json.dumps(params)]
     stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: it never fills up while nobody reads it
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True, env=env
     )
     return dict(
-        nb=nb, proc=proc, stderr=stderr, scratch=scratch, results_path=results_path, start=time.time()
+        nb=nb,
+        proc=proc,
+        stderr=stderr,
+        scratch=scratch,
+        results_path=results_path,
+        start=time.time(),
+        python=cmd[0],
     )
 
 
@@ -127,6 +179,7 @@ def finish_notebook(
         seconds=round(time.time() - job["start"], 1),
         results=json.loads(path.read_text()) if path.exists() else {},
         error="" if status == "ok" else error_line(stderr),
+        environment=environment(job["python"]),
     )
 
 
@@ -138,15 +191,17 @@ def run_many(
     env: dict | None = None,  # the kernels' environment; None: this process's
     jobs: int = 1,  # how many notebooks run at once
     progress=lambda i, nb, row: None,  # called when notebook `i` starts (row None) and when it ends
+    pythons: dict | None = None,  # {accelerator: interpreter} for notebooks asking for it; others: this one
 ) -> list[dict]:
     "Run `nbs`, `jobs` at a time; returns finish_notebook's rows in the order of `nbs`."
+    pythons = pythons or {}
     waiting, running, rows = list(enumerate(nbs)), {}, {}
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
                 i, nb = waiting.pop(0)
                 progress(i, nb, None)
-                running[i] = start_notebook(nb, out_dir, parameters, env)
+                running[i] = start_notebook(nb, out_dir, parameters, env, pythons.get(accelerator(nb)))
             time.sleep(0.1)
             for i, job in list(running.items()):
                 ended = job["proc"].poll() is not None
@@ -178,6 +233,14 @@ def results_text(
     return ", ".join(f"{k}={v}" for k, v in results.items() if not isinstance(v, (dict, list)))
 
 
+def environment_text(
+    env: dict,  # a row's environment: python, torch and torch_xla versions (None where absent)
+) -> str:
+    "`Python 3.13.0, torch 2.11.0`, with torch_xla's version where it was there."
+    parts = [f"Python {env['python']}"] if env.get("python") else []
+    return ", ".join(parts + [f"{k} {env[k]}" for k in ("torch", "torch_xla") if env.get(k)])
+
+
 def write_summary(
     rows: list[dict],  # run_notebook's results, one per notebook
     out_dir: Path,  # where summary.json and summary.md go
@@ -186,10 +249,10 @@ def write_summary(
     "Write summary.json and summary.md (one row per notebook) to `out_dir`; returns the markdown path."
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(rows, indent=2))
-    md = ["| notebook | status | seconds | results |", "|---|---|---:|---|"]
+    md = ["| notebook | status | seconds | environment | results |", "|---|---|---:|---|---|"]
     for r in rows:
-        res = results_text(r["results"])
-        md.append(f"| {r['notebook']} | {r['status']} | {r['seconds']} | {res or r['error']} |")
+        res, env = results_text(r["results"]), environment_text(r.get("environment", {}))
+        md.append(f"| {r['notebook']} | {r['status']} | {r['seconds']} | {env} | {res or r['error']} |")
     ok = sum(r["status"] == "ok" for r in rows)
     notebook_time = sum(r["seconds"] for r in rows)
     total = f"{notebook_time if wall is None else wall:.0f} s in all"
@@ -237,6 +300,7 @@ def run_notebooks(
     timeout: float = 1800,  # seconds allowed per notebook
     log=print,  # prints the progress lines
     jobs: int = 1,  # how many notebooks run at once, each kernel on its share of the cores
+    pythons: dict | None = None,  # {accelerator: interpreter}: e.g. {"TPU": ...} runs chapter 08 there
 ) -> list[dict]:
     """Run the course's notebooks with papermill, `jobs` at a time, with a progress line for each; writes
     executed copies and the summary."""
@@ -244,6 +308,8 @@ def run_notebooks(
         raise CourseLibError("papermill is an optional part: pip install 'course_lib[book]'")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise CourseLibError(f"--jobs must be at least 1, got {jobs}")
+    for hardware, python in (pythons or {}).items():
+        check_python(python, hardware)
     nbs, out = find_notebooks(nbs_dir, only), Path(out)
     env = dict(os.environ)  # the notebooks' environment; the caller's stays as it was
     # Jupyter's own backend, whatever the caller set (often Agg): figures stay in the executed notebook
@@ -267,7 +333,7 @@ def run_notebooks(
         log(tail if jobs == 1 else f"{head} {tail}", flush=True)
 
     start = time.time()
-    rows = run_many(nbs, out, SMOKE_PARAMETERS if smoke else {}, timeout, env, jobs, progress)
+    rows = run_many(nbs, out, SMOKE_PARAMETERS if smoke else {}, timeout, env, jobs, progress, pythons)
     wall = time.time() - start if jobs > 1 else None
     log(f"summary: {write_summary(rows, out, wall)}")
     return rows

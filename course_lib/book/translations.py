@@ -25,10 +25,11 @@ from ..support.errors import CourseLibError
 from .runner import find_notebooks
 
 # %% auto #0
-__all__ = ['LOCALES', 'LANGUAGES', 'TRANSLATED_DIR', 'Message', 'units', 'render', 'translated_notebooks', 'messages',
-           'catalog_path', 'read_catalog', 'update_catalog', 'catalog_stats', 'translate_markdown', 'translation_table',
-           'translated_notebook', 'translated_toc', 'translate', 'sync_translations', 'terminology', 'banned_terms',
-           'translation_problems', 'style_problems']
+__all__ = ['LOCALES', 'LANGUAGES', 'TRANSLATED_DIR', 'LEARNER_SECTIONS', 'Message', 'units', 'render', 'translated_notebooks',
+           'messages', 'catalog_path', 'read_catalog', 'update_catalog', 'catalog_stats', 'translate_markdown',
+           'translation_table', 'translated_notebook', 'translated_toc', 'translate', 'sync_translations',
+           'terminology', 'banned_terms', 'translation_problems', 'style_problems', 'message_sections',
+           'question_problems']
 
 # %% ../../nbs/book/translations.ipynb #t004
 @dataclass(frozen=True)
@@ -251,11 +252,14 @@ def translation_table(
 
 def _relink(text: str, nb_name: str, folder: str, root: Path, names: set) -> str:
     """Badges pointing at the translated notebook; links to files only beside the English ones pointing there
-    (`names`: the files the translated folder holds)."""
+    (`names`: the files the translated folder holds); a link to the translated page itself (the English
+    index's link to its translation) pointing at the English page it was made from."""
     text = text.replace(f"/blob/main/nbs/{nb_name})", f"/blob/main/{folder}/{nb_name})")
 
     def fix(m):
         target = m[1].split("#")[0]
+        if target == f"../{folder}/{nb_name}":  # the page itself: its English original instead
+            return f"](../nbs/{nb_name})"
         if not target or target.startswith("../") or target in names or not (root / "nbs" / target).exists():
             return m[0]
         return f"](../nbs/{m[1]})"
@@ -428,21 +432,110 @@ def _variant(
     return rf"(?<!\w){re.escape(v)}" + (r"(?:s|es)?(?![A-Za-z])" if v.isascii() else "")
 
 
+_BENIGN = re.compile(
+    r"(?<![\uac00-\ud7a3])양성"
+)  # not inside a word: 위양성, 진양성 are false and true positive
+_GLOSS, _LESION = "양성(benign)", "양성 병변"
+_UNITS = (
+    (
+        re.compile(r"\d(?:\.\d+)?x(?![A-Za-z0-9])"),
+        "a speed-up factor in Korean prose is 배: 1.31배, not 1.31x",
+    ),
+    (re.compile(r"\d s(?![A-Za-z0-9])"), "seconds in Korean prose are 초: 90초, not 90 s"),
+)
+
+
+def _benign_problems(
+    prose: str,  # a translation's prose
+) -> list[str]:
+    """양성 means benign, and reads as a positive result too: the first 양성 of an entry is glossed,
+    양성(benign), or is a lesion, 양성 병변; the gloss only there, and never inside brackets. 위양성 and
+    진양성 are not counted."""
+    found = [m.start() for m in _BENIGN.finditer(prose)]
+    if not found:
+        return []
+    problems = []
+    if not prose.startswith((_GLOSS, _LESION), found[0]):
+        problems.append("the first 양성 of an entry is 양성(benign) or 양성 병변 (TERMINOLOGY.md)")
+    if any(prose.startswith(_GLOSS, k) for k in found[1:]):
+        problems.append("양성(benign) only on the first 양성 of an entry, then 양성 (TERMINOLOGY.md)")
+    if prose.startswith(_GLOSS, found[0]) and prose[: found[0]].count("(") > prose[: found[0]].count(")"):
+        problems.append("양성(benign) inside brackets: write 양성 병변 there (TERMINOLOGY.md)")
+    return problems
+
+
 def style_problems(
     msgstr: str,  # a translation
     banned: list = (),  # banned_terms(): (chosen form, [variants]) pairs
 ) -> list[str]:
     """What the Korean prose may not say, outside code spans, link targets and HTML: a banned variant of a
-    term (once the chosen form itself is set aside), an English semicolon, the -십시오 register."""
+    term (outside every chosen form, so that "gradient accumulation" keeps its gradient), 양성 without its
+    first-use gloss, a Latin unit outside a table (1.31x, 90 s), an English semicolon, the -십시오
+    register."""
     prose = _NOT_PROSE.sub(" ", msgstr)
+    kept = [m.span() for chosen, _ in banned for m in re.finditer(re.escape(chosen), prose, re.I)]
+
+    def outside(m):
+        return not any(a <= m.start() and m.end() <= b for a, b in kept)
+
     problems = [
         f"'{v}' is '{chosen}' (TERMINOLOGY.md)"
         for chosen, variants in banned
         for v in variants
-        if re.search(_variant(v), prose.replace(chosen, " "), re.I)
+        if any(outside(m) for m in re.finditer(_variant(v), prose, re.I))
     ]
+    problems += _benign_problems(prose)
+    text = "\n".join(ln for ln in prose.split("\n") if not ln.lstrip().startswith("|"))
+    problems += [what for unit, what in _UNITS if unit.search(text)]
     if ";" in prose:
         problems.append("an English semicolon in Korean prose")
     if "십시오" in prose:
         problems.append("-십시오: the course's instructions end in -세요")
     return problems
+
+
+LEARNER_SECTIONS = (
+    "Exercises",
+    "Questionnaire",
+    "Further research",
+)  # the `## ` sections that ask the learner
+
+
+def message_sections(
+    nb_path,  # a notebook
+) -> dict:
+    """{message: {the `## ` heading it stands under, ...}} for the notebook's markdown messages ('' before
+    the first)."""
+    found, heading = {}, ""
+    for c in json.loads(Path(nb_path).read_text())["cells"]:
+        if c["cell_type"] != "markdown":
+            continue
+        for u in units("".join(c["source"])):
+            if isinstance(u, Message):
+                if u.prefix.strip() == "##":
+                    heading = u.text
+                found.setdefault(u.text, set()).add(heading)
+    return found
+
+
+_QUESTION = re.compile(r"(\S+)\?")
+
+
+def question_problems(
+    msgstr: str,  # a translation
+    learner: bool,  # whether the message asks the learner: it stands under one of LEARNER_SECTIONS
+) -> list[str]:
+    """Each question of the translation in the register of its kind, whatever the English punctuation: put to
+    the learner (an exercise, the questionnaire, further research), it ends in -ㅂ니까?; asked by the prose,
+    which answers it itself, in -ㄹ까요?. Quoted text asks nothing, and an aside in brackets before the
+    question mark is not its ending."""
+    prose = re.sub(r'"[^"\n]*"|\([^()]*\)', " ", _NOT_PROSE.sub(" ", msgstr))
+    ending, kind = (
+        ("니까", "a question to the learner ends in -ㅂ니까?")
+        if learner
+        else (
+            "까요",
+            "a question the prose asks itself ends in -ㄹ까요?",
+        )
+    )
+    return [f"{kind}, not '{m[1]}?'" for m in _QUESTION.finditer(prose) if not m[1].endswith(ending)]
