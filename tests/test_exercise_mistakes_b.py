@@ -1,4 +1,4 @@
-"""Chapters 06-10's exercise checks against the mistakes learners make: each wrong answer gets a ✗ line that
+"""Chapters 06-11's exercise checks against the mistakes learners make: each wrong answer gets a ✗ line that
 names its mistake, and right answers written unlike the worked solutions pass."""
 
 import contextlib
@@ -1492,6 +1492,130 @@ def interval_stratified(targets, probs, n_boot=1000, seed=0):
     return tuple(np.quantile(aucs, [0.025, 0.975]))
 
 
+# --- 11.1: the same photo, saved again ---------------------------------------------------------------------
+
+
+@wrong("11.1", "hash-of-the-bytes", "average_hash returned str of <U32: return a boolean array")
+def average_hash_of_bytes(path):
+    import hashlib
+
+    return hashlib.md5(open(path, "rb").read()).hexdigest()
+
+
+@wrong(
+    "11.1",
+    "not-shrunk",
+    "the hash's shape is (160, 160), and (120, 120) for the smaller copy: shrink every image to 8 x 8 pixels "
+    "first, so that every hash has 64 bits whatever the photo's size",
+)
+def average_hash_full_size(path):
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(path).convert("L"), dtype=np.float32)
+    return pixels > pixels.mean()
+
+
+@wrong(
+    "11.1",
+    "in-colour",
+    "the hash's shape is (8, 8, 3), and (8, 8, 3) for the smaller copy: shrink every image to 8 x 8 pixels "
+    "first, so that every hash has 64 bits whatever the photo's size",
+)
+def average_hash_in_colour(path):
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(path).convert("RGB").resize((8, 8)), dtype=np.float32)
+    return pixels > pixels.mean()
+
+
+@right("11.1", "median-threshold")
+def average_hash_against_the_median(path):
+    from PIL import Image
+
+    with Image.open(path) as img:
+        pixels = np.array(img.convert("L").resize((8, 8), Image.Resampling.BILINEAR), dtype=float)
+    return pixels >= np.median(pixels)
+
+
+# --- 11.2: loading a shared model without the course -------------------------------------------------------
+
+
+@wrong(
+    "11.2", "left-in-training-mode", "the model is in training mode: BatchNorm and dropout need model.eval()"
+)
+def load_shared_in_training_mode(folder):
+    import json
+
+    import torchvision
+    from safetensors.torch import load_file
+
+    config = json.loads((folder / "config.json").read_text())
+    model = getattr(torchvision.models, config["arch"])(num_classes=1)
+    model.load_state_dict(load_file(folder / "model.safetensors"))
+    return model
+
+
+@wrong(
+    "11.2",
+    "architecture-hard-coded",
+    "the folder holds a efficientnet_b0, and load_shared built a ResNet: read the architecture from "
+    "config.json",
+)
+def load_shared_always_resnet(folder):
+    import torchvision
+    from safetensors.torch import load_file
+
+    model = torchvision.models.resnet18(num_classes=1)
+    model.load_state_dict(load_file(folder / "model.safetensors"), strict=False)
+    return model.eval()
+
+
+@right("11.2", "safe-open-and-train-false")
+def load_shared_with_safe_open(folder):
+    import json
+
+    import torchvision
+    from safetensors import safe_open
+
+    config = json.load(open(folder / "config.json"))
+    model = torchvision.models.get_model(config["arch"], num_classes=config["num_classes"])
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+        model.load_state_dict({k: f.get_tensor(k) for k in f.keys()})
+    model.train(False)
+    return model
+
+
+# --- 11.3: the lesions that leak ---------------------------------------------------------------------------
+
+
+@wrong(
+    "11.3",
+    "groups-with-several-photos",
+    "L3 has three photos, all in fold 3: a group with several photos leaks only when they are in "
+    "several folds",
+)
+def split_groups_by_photo_count(df):
+    counts = df.group.value_counts()
+    return sorted(counts[counts > 1].index)
+
+
+@wrong("11.3", "missing-group-counted", "a photo without a group is no group: leave the missing ones out")
+def split_groups_with_the_missing(df):
+    folds = df.groupby("group", dropna=False).fold.nunique()
+    return sorted(folds[folds > 1].index, key=str)
+
+
+@wrong("11.3", "one-entry-per-photo", "['L1', 'L1', 'L4', 'L4'] names a group more than once: once each")
+def split_groups_per_photo(df):
+    return sorted(g for g in df.group.dropna() if df[df.group == g].fold.nunique() > 1)
+
+
+@right("11.3", "drop-duplicates")
+def split_groups_from_pairs(df):
+    pairs = df.dropna(subset=["group"])[["group", "fold"]].drop_duplicates()
+    return sorted(pairs.group[pairs.group.duplicated()].unique().tolist())
+
+
 # --- mistakes the checks once let through ----------------------------------------------------------------
 
 
@@ -1567,7 +1691,10 @@ ON_XLA = {"8.2", "8.3", "8.4"}
 
 def _marked(cases: list) -> list:
     "The cases, those of the XLA checks marked xla."
-    return [pytest.param(*c, marks=pytest.mark.xla) if c[0] in ON_XLA else c for c in cases]
+    return [
+        pytest.param(*c.values, marks=[*c.marks, pytest.mark.xla], id=c.id) if c.values[0] in ON_XLA else c
+        for c in cases
+    ]
 
 
 @pytest.mark.parametrize("number, answer, message", _marked(WRONG))
@@ -1581,10 +1708,10 @@ def test_a_right_answer_unlike_the_worked_solution_passes(number, answer):
     assert verdict(number, answer) == (True, f"✓ Exercise {number}: right")
 
 
-def test_every_exercise_of_chapters_06_to_10_is_covered():
+def test_every_exercise_of_chapters_06_to_11_is_covered():
     from course_lib.exercises import registered
 
-    numbers = {n for n in registered() if n.split(".")[0] in ("6", "7", "8", "9", "10")}
+    numbers = {n for n in registered() if n.split(".")[0] in ("6", "7", "8", "9", "10", "11")}
     mistakes = {n: sum(p.values[0] == n for p in WRONG) for n in numbers}
     assert all(count >= 2 for count in mistakes.values()), mistakes
     assert numbers <= {p.values[0] for p in RIGHT}, numbers - {p.values[0] for p in RIGHT}

@@ -143,9 +143,10 @@ def test_lightning_fits_on_xla_cpu_in_bf16_true(lightning_fits):
 # Deprecation warnings that every warning shown (PYTHONWARNINGS=always) brings up in Colab's TPU runtime's
 # versions, from code neither the course nor torch_xla wrote: Python 3.12+ warns at every fork of a
 # multi-threaded process (torch_xla.launch's start_method="fork", which torch_xla documents for
-# notebooks), and Colab's matplotlib 3.10.0 calls pyparsing's `oneOf`, a camelCase name that pyparsing 3.3
-# warns about. Neither is shown with Python's default filters.
-NOT_OURS = re.compile(r"multiprocessing/popen_fork\.py|matplotlib/_fontconfig_pattern\.py")
+# notebooks), and Colab's matplotlib 3.10.0 calls pyparsing's camelCase names (`oneOf`, `parseString`),
+# which pyparsing 3.3 warns about, from its own files and style sheets. Neither is shown with Python's
+# default filters.
+NOT_OURS = re.compile(r"multiprocessing/popen_fork\.py|site-packages/matplotlib/|PyparsingDeprecationWarning")
 
 
 @pytest.mark.slow

@@ -151,9 +151,10 @@ def _torch_cell(
 def results_table(
     record: dict,  # RESULTS_FILE's content: how and where the run was made, and its summary rows
     lang: str = "en",  # the language of the words around the numbers
+    page: str = "00_index.ipynb",  # the notebook the table stands in: its own row is not a link
 ) -> str:
     """Markdown: what each notebook of a recorded course run measured, how long it took and with which torch;
-    each notebook linked beside the index (nbs/ in English, ko/ in Korean)."""
+    each notebook linked beside the index (nbs/ in English, ko/ in Korean), the index itself not."""
     words = RESULTS_WORDS[lang]
     pythons = sorted({r.get("environment", {}).get("python") or "?" for r in record["notebooks"]})
     date = words["date"](*map(int, record["recorded"].split("-")))
@@ -168,9 +169,8 @@ def results_table(
     rows = [line, "", words["head"], "|---|---:|---|---|"]
     for r in record["notebooks"]:
         measured, torch_ = results_text(r["results"]), _torch_cell(r.get("environment", {}))
-        rows.append(
-            f"| [{r['notebook']}]({r['notebook']}) | {r['seconds']} | {torch_} | {measured or r['status']} |"
-        )
+        name = r["notebook"] if r["notebook"] == page else f"[{r['notebook']}]({r['notebook']})"
+        rows.append(f"| {name} | {r['seconds']} | {torch_} | {measured or r['status']} |")
     return "\n".join(rows)
 
 # %% ../../nbs/book/docs_sync.ipynb #c019

@@ -13,7 +13,7 @@ from .. import __version__
 from .settings import check_settings
 from .checks import read_table
 from .errors import CourseLibError, one_line_errors
-from .outputs import folder_lock, write_json
+from .outputs import check_folder, folder_lock, write_json
 from course_lib.support.runs import (
     CONFIG_FILE,
     check_out_folder,
@@ -41,10 +41,40 @@ def is_global_zero() -> bool:
     )  # DDP children before they join
 
 # %% ../../nbs/cli.ipynb #92b0e728
+def _import_parser(dsub):
+    "`data import`: a folder per class, or a table of your own, into the course's layout (chapter 11)."
+    i = dsub.add_parser(
+        "import",
+        help="your own images (a folder per class, or a table) into train.csv and train/*.jpg (chapter 11)",
+    )
+    i.add_argument("photos", type=Path, help="the folder holding one folder per class, or the table's images")
+    i.add_argument(
+        "--positive", nargs="+", required=True, help="the class(es) whose target is 1, e.g. malignant"
+    )
+    i.add_argument(
+        "--negative", nargs="+", required=True, help="the class(es) whose target is 0, e.g. benign"
+    )
+    i.add_argument("--out", required=True, type=Path, help="new or empty folder for train.csv and train/")
+    i.add_argument("--table", type=Path, help="a CSV with one row per image, instead of the class folders")
+    i.add_argument(
+        "--image-column", default="file", help="--table's column of image paths, relative to PHOTOS"
+    )
+    i.add_argument("--label-column", default="label", help="--table's column of classes (default: label)")
+    i.add_argument(
+        "--group-column",
+        help="--table's column of groups that must stay in one fold: a patient, a lesion, a camera, a day",
+    )
+    i.add_argument("--max-side", type=int, default=512, help="scale longer sides down to this (default: 512)")
+    i.add_argument("--overwrite", action="store_true", help="replace --out even when it holds other files")
+
+
 def _data_parser(sub):
-    "The `data` sub-command: `sample` and `kaggle`."
-    p = sub.add_parser("data", help="generate the sample set or download the Kaggle data")
-    dsub = p.add_subparsers(dest="data_cmd", required=True, metavar="{sample,kaggle}")
+    "The `data` sub-command: `sample`, `kaggle` and `import`."
+    p = sub.add_parser(
+        "data", help="generate the sample set, download the Kaggle data, or import your own images"
+    )
+    dsub = p.add_subparsers(dest="data_cmd", required=True, metavar="{sample,kaggle,import}")
+    _import_parser(dsub)
     s = dsub.add_parser("sample", help="write a synthetic sample set in the Kaggle jpeg-melanoma layout")
     s.add_argument(
         "--out",
@@ -506,10 +536,39 @@ def run_predict(
     return f"wrote {len(preds)} predictions from {len(loaded)} checkpoint(s) to {written}"
 
 # %% ../../nbs/cli.ipynb #4944b2f3
+def _import_images(a) -> str:
+    "Run `course-lib data import`: what it wrote, and each file it left out with the reason."
+    from course_lib import own_images
+
+    check_settings(max_side=a.max_side)
+    if a.table is None:
+        table = own_images.list_class_folders(a.photos)
+    else:
+        table = own_images.read_own_table(a.table, a.image_column, a.label_column, a.group_column)
+    check_folder(a.out, "course-data", a.overwrite)  # before reading every image
+    kept, left = own_images.sort_out(table, a.photos, a.positive, a.negative)
+    if kept.empty or kept.target.nunique() < 2:
+        raise CourseLibError(f"no images of both classes left to train on (left out: {len(left)})")
+    out = own_images.write_course_folder(kept, a.photos, a.out, a.max_side, a.overwrite)
+    groups = (
+        f"grouped by {a.group_column}" if a.group_column else "no grouping column: every image its own group"
+    )
+    lines = [
+        f"wrote {len(kept)} images ({int(kept.target.sum())} positive) and train.csv to {out} ({groups})"
+    ]
+    lines += [f"left out {len(left)}:"] * bool(len(left)) + [
+        f"  {r.file}: {r.reason}" for r in left.itertuples()
+    ]
+    return "\n".join(lines)
+
+
 def _cmd_data(a) -> int:
     "Run `course-lib data ...`."
     from course_lib.support import kaggle_data, sample
 
+    if a.data_cmd == "import":
+        print(_import_images(a))
+        return 0
     if a.data_cmd == "sample":
         out = sample.make_sample_dataset(
             a.out,

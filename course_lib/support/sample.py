@@ -7,6 +7,7 @@ Docs: https://course-lib.github.io/course_lib/sample.html.md"""
 # %% ../../nbs/sample.ipynb #304bdc2f
 from __future__ import annotations
 import os
+import shutil
 import tempfile
 from pathlib import Path
 import numpy as np
@@ -18,7 +19,8 @@ from .outputs import cache_dir, check_folder, claim_folder
 from .progress import progress_bar
 
 # %% auto #0
-__all__ = ['SAMPLE_VERSION', 'make_lesion_image', 'sample_table', 'write_sample_image', 'make_sample_dataset', 'sample_data_dir']
+__all__ = ['SAMPLE_VERSION', 'make_lesion_image', 'sample_table', 'write_sample_image', 'make_sample_dataset',
+           'make_image_folders', 'sample_data_dir']
 
 # %% ../../nbs/sample.ipynb #c014
 _SKIN = [(233, 196, 170), (224, 172, 140), (198, 142, 110), (160, 110, 80), (240, 210, 190)]
@@ -180,6 +182,80 @@ def make_sample_dataset(
             if (out / name).exists():
                 os.replace(out / name, tmp / f"old-{name}")
             os.replace(tmp / name, out / name)
+    return out
+
+# %% ../../nbs/sample.ipynb #own02
+_FOLDER_SIZES = [
+    (96, 96),
+    (128, 96),
+    (160, 120),
+    (120, 160),
+    (200, 150),
+    (256, 192),
+]  # phones', cropped small
+
+
+def _shot(
+    lesion: Image.Image,  # the lesion's first photo
+    rng: np.random.Generator,  # the draws for this shot
+    size: tuple,  # (width, height) of the photo
+) -> Image.Image:
+    "Another photo of the same lesion: turned a little, framed a little differently, at its own size."
+    img = lesion.rotate(
+        float(rng.uniform(-25, 25)), resample=Image.BILINEAR, fillcolor=lesion.getpixel((0, 0))
+    )
+    side = img.width
+    crop = int(side * rng.uniform(0.8, 0.95))
+    x, y = rng.integers(0, side - crop + 1, 2)
+    return img.crop((int(x), int(y), int(x) + crop, int(y) + crop)).resize(size)
+
+
+def make_image_folders(
+    out,  # a new or empty folder (or one this function wrote): photos/, photos.csv
+    n_lesions: int = 60,  # lesions photographed; each has 1 to 3 photos
+    pos_rate: float = 0.3,  # fraction of malignant lesions
+    seed: int = 0,  # the same seed writes the same files
+    overwrite: bool = False,  # replace a folder that holds files course_lib did not write
+) -> Path:
+    """A learner's own images as they usually come, generated: `photos/<class>/` folders, one per class, of
+    JPEGs and PNGs of many sizes, 1 to 3 photos of each lesion; a third class with only a handful of images
+    (`unsure/`), a text file, an image that will not decode, the same photo twice under two names (one a PNG
+    copy), and `photos.csv`, the same photos in a table with its own column names (`file`, `diagnosis`,
+    `lesion`: the lesion each photo shows, a grouping column)."""
+    out = claim_folder(out, "generated-photos", overwrite)
+    photos = out / "photos"
+    if photos.exists():
+        shutil.rmtree(photos)
+    rng, rows = np.random.default_rng(seed), []
+    for lesion in range(n_lesions):
+        malignant = bool(rng.random() < pos_rate)
+        label = "malignant" if malignant else "benign"
+        first = make_lesion_image(malignant, 256, seed=seed * 100_003 + lesion)
+        for shot in range(int(rng.integers(1, 4))):
+            size = _FOLDER_SIZES[rng.integers(len(_FOLDER_SIZES))]
+            suffix = ".png" if rng.random() < 0.25 else ".jpg"
+            name = f"{label}/IMG_{lesion:04d}_{shot}{suffix}"
+            (photos / label).mkdir(parents=True, exist_ok=True)
+            _shot(first, rng, size).save(photos / name)
+            rows.append(dict(file=name, diagnosis=label, lesion=f"L{lesion:04d}"))
+    (photos / "unsure").mkdir()
+    for k in range(4):  # a class with a handful of images
+        name = f"unsure/IMG_9{k:03d}_0.jpg"
+        make_lesion_image(bool(k % 2), 128, seed=seed + 7_000 + k).save(photos / name)
+        rows.append(dict(file=name, diagnosis="unsure", lesion=f"U{k:03d}"))
+    first_benign = next(r for r in rows if r["diagnosis"] == "benign" and r["file"].endswith(".jpg"))
+    src = photos / first_benign["file"]
+    copy = f"benign/copy of {src.name}"  # the same photo under another name, byte for byte
+    shutil.copyfile(src, photos / copy)
+    as_png = f"benign/{src.stem}_export.png"  # and saved again as a PNG: the same pixels, other bytes
+    Image.open(src).convert("RGB").save(photos / as_png)
+    rows += [dict(first_benign, file=copy), dict(first_benign, file=as_png)]
+    (photos / "benign" / "notes.txt").write_text("camera: phone; lighting: window\n")  # not an image
+    broken = f"malignant/IMG_{n_lesions:04d}_0.jpg"  # a download that stopped half way: does not decode
+    data = (photos / next(r["file"] for r in rows if r["file"].endswith(".jpg"))).read_bytes()
+    (photos / broken).write_bytes(data[: len(data) // 3])
+    rows.append(dict(file=broken, diagnosis="malignant", lesion=f"L{n_lesions:04d}"))
+    pd.DataFrame(rows).sample(frac=1, random_state=seed).to_csv(out / "photos.csv", index=False)
     return out
 
 # %% ../../nbs/sample.ipynb #e4a68487

@@ -28,6 +28,7 @@ LIMITS = {  # setting: (int or real, lowest, highest, bounds allowed, what it mu
     "check_every": ("int", 1, None, "both", "at least 1"),
     "n": ("int", 1, None, "both", "at least 1"),
     "pos_rate": ("real", 0, 1, "both", "between 0 and 1"),
+    "max_side": ("int", 16, None, "both", "at least 16"),
 }
 _TYPES = {"int": numbers.Integral, "real": numbers.Real}  # NumPy's numbers are registered with these
 
