@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 import pandas as pd
-from PIL import Image
+from PIL import Image, ImageOps
 from .support.errors import CourseLibError
 from .support.outputs import claim_folder
 
@@ -62,7 +62,7 @@ def pixel_hash(
 ) -> str:
     "A fingerprint of the image's pixels: the same photo saved twice, or as a PNG, has the same one."
     with Image.open(path) as img:
-        rgb = img.convert("RGB")
+        rgb = ImageOps.exif_transpose(img).convert("RGB")  # a phone's photo, turned as the phone meant it
     return hashlib.md5(f"{rgb.size}".encode() + rgb.tobytes()).hexdigest()
 
 # %% ../nbs/11_own_images.ipynb #o021
@@ -83,7 +83,10 @@ def read_own_table(
             f"{Path(csv).name} has no column {', '.join(missing)}: its columns are {', '.join(df.columns)}"
         )
     names = {image_column: "file", label_column: "label"} | ({group_column: "group"} if group_column else {})
-    return df[wanted].rename(columns=names).astype(str)
+    df = df[wanted].rename(columns=names)
+    if group_column:  # a photo without a group is a group of its own, not one big group called "nan"
+        df["group"] = df.group.where(df.group.notna(), df.file)
+    return df.astype(str)
 
 # %% ../nbs/11_own_images.ipynb #o024
 def sort_out(
@@ -102,7 +105,7 @@ def sort_out(
             f"(got positive {positive}, negative {negative})"
         )
     kept, left = [], []
-    seen = {}  # pixel hash -> the first file with those pixels
+    seen = {}  # pixel hash -> (the first file with those pixels, its label)
     for row in table.itertuples(index=False):
         path = Path(root) / row.file
         reason = (
@@ -113,8 +116,10 @@ def sort_out(
         reason = reason or image_problem(path)
         if reason is None:
             digest = pixel_hash(path)
-            reason = f"the same photo as {seen[digest]}" if digest in seen else None
-            seen.setdefault(digest, row.file)
+            first, label = seen.setdefault(digest, (row.file, row.label))
+            if first != row.file:
+                other = "" if label == row.label else f", labelled {label}: check which label is right"
+                reason = f"the same photo as {first}{other}"
         if reason:
             left.append(dict(file=row.file, reason=reason))
         else:
@@ -137,7 +142,7 @@ def write_course_folder(
     for i, row in enumerate(kept.itertuples(index=False)):
         name = f"IMG_{i:05d}"
         with Image.open(Path(root) / row.file) as img:
-            img = img.convert("RGB")
+            img = ImageOps.exif_transpose(img).convert("RGB")  # upright, as pixel_hash sees it
             img.thumbnail((max_side, max_side))
             img.save(out / "train" / f"{name}.jpg", quality=95)
         group = getattr(row, "group", name)
@@ -156,6 +161,10 @@ def share_config(
 ) -> dict:
     "What another program needs to rebuild the model and prepare an image as validation did (chapter 02)."
     from course_lib.dataset import IMAGENET_MEAN, IMAGENET_STD
+    from course_lib.pytorch_loop import TORCHVISION_ARCHS
+
+    if arch not in TORCHVISION_ARCHS:  # what torchvision alone rebuilds
+        raise CourseLibError(f"share a torchvision model ({', '.join(TORCHVISION_ARCHS)}), not {arch}")
 
     return dict(
         arch=arch,
@@ -254,27 +263,30 @@ def save_for_sharing(
 def publish(
     folder,  # save_for_sharing's folder
     repo_id: str | None,  # a Hugging Face Hub model repository, "user/name"; None: do not publish
+    private: bool = True,  # a new repository only you can see, until you make it public on the Hub
 ) -> str:
-    """Upload `folder` to the Hugging Face Hub with the token from HF_TOKEN or Colab's secret HF_TOKEN; one
-    line saying what happened. Without a repository, a token or the network it only says so."""
+    """Upload `folder` to a Hugging Face Hub repository (private unless you say otherwise) with the token
+    huggingface_hub finds; one line saying what happened. Without a repository, a token or the network it
+    only says so."""
     import os
-    from course_lib.support.colab import colab_secret
 
     if not repo_id:
         return f"not published: no repository named; the model stays in {Path(folder).name}/"
-    token = os.environ.get("HF_TOKEN") or colab_secret("HF_TOKEN")
-    if not token:
-        return "not published: no Hugging Face token (set HF_TOKEN, or add it as the Colab secret HF_TOKEN)"
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", ""):
         return "not published: HF_HUB_OFFLINE is set"
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, get_token
 
+    token = get_token()  # HF_TOKEN, the token `hf auth login` saved, or Colab's secret HF_TOKEN
+    if not token:
+        return (
+            "not published: no Hugging Face token (HF_TOKEN, `hf auth login`, or the Colab secret HF_TOKEN)"
+        )
     api = HfApi(token=token)
     try:
-        api.create_repo(repo_id, exist_ok=True)
+        api.create_repo(repo_id, private=private, exist_ok=True)
         api.upload_folder(
             folder_path=str(folder), repo_id=repo_id, commit_message="course_lib: model, config and card"
         )
     except Exception as e:  # no network, a wrong token, a name taken by someone else
-        return f"not published: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        return f"not published: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
     return f"published: https://huggingface.co/{repo_id}"

@@ -21,20 +21,15 @@ def photos(tmp_path_factory):
     return out / "photos", out / "photos.csv"
 
 
+def _import(capsys, photos, out, *extra):
+    "`course-lib data import PHOTOS --positive malignant --negative benign --out OUT EXTRA` in this process."
+    args = ["data", "import", photos, "--positive", "malignant", "--negative", "benign", "--out", out]
+    return run_main(capsys, *args, *extra)
+
+
 def test_import_of_class_folders_writes_the_layout_and_lists_what_it_left_out(photos, tmp_path, capsys):
     folder, _ = photos
-    code, out, err = run_main(
-        capsys,
-        "data",
-        "import",
-        folder,
-        "--positive",
-        "malignant",
-        "--negative",
-        "benign",
-        "--out",
-        tmp_path / "d",
-    )
+    code, out, err = _import(capsys, folder, tmp_path / "d")
     assert code == 0, err
     table = pd.read_csv(tmp_path / "d" / "train.csv")
     assert {"image_name", "patient_id", "target", "source", "label"} <= set(table.columns)
@@ -91,18 +86,7 @@ def test_import_never_writes_into_a_folder_of_the_learners(photos, tmp_path, cap
     folder, _ = photos
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "my-notes.md").write_text("mine")
-    code, _, err = run_main(
-        capsys,
-        "data",
-        "import",
-        folder,
-        "--positive",
-        "malignant",
-        "--negative",
-        "benign",
-        "--out",
-        tmp_path / "d",
-    )
+    code, _, err = _import(capsys, folder, tmp_path / "d")
     assert code == 1 and "--overwrite" in err and (tmp_path / "d" / "my-notes.md").read_text() == "mine"
 
 
@@ -168,8 +152,8 @@ class FakeHub:
     def __init__(self, token=None, **kw):
         self.token = token
 
-    def create_repo(self, repo_id, exist_ok=False, **kw):
-        assert self.token == "hf_" + "x" * 34 and exist_ok
+    def create_repo(self, repo_id, exist_ok=False, private=False, **kw):
+        assert self.token == "hf_" + "x" * 34 and exist_ok and private  # a learner's model: private at first
 
     def upload_folder(self, folder_path, repo_id, **kw):
         FakeHub.uploads[repo_id] = sorted(p.name for p in __import__("pathlib").Path(folder_path).iterdir())
@@ -206,6 +190,9 @@ def test_publish_without_a_repository_a_token_or_the_network_only_says_so(
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(
+        "huggingface_hub.utils._auth._get_token_from_file_refreshed", lambda: None
+    )  # no login
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(socket.socket, "connect", lambda *a: pytest.fail("publish opened a connection"))
@@ -225,3 +212,40 @@ def test_a_failed_upload_is_one_line_without_the_token(shared, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     line = own_images.publish(shared[0], "learner/m")
     assert line == "not published: PermissionError: 401 Client Error: Unauthorized for url"
+
+
+def test_only_a_model_torchvision_rebuilds_is_shared():
+    with pytest.raises(own_images.CourseLibError, match="share a torchvision model"):
+        own_images.share_config("simple-cnn", 64, ["malignant"], ["benign"])
+
+
+def test_a_photo_without_a_group_is_a_group_of_its_own(tmp_path):
+    pd.DataFrame({"f": ["a.jpg", "b.jpg", "c.jpg"], "y": ["x", "x", "z"], "g": ["P1", None, None]}).to_csv(
+        tmp_path / "t.csv", index=False
+    )
+    table = own_images.read_own_table(tmp_path / "t.csv", "f", "y", "g")
+    assert list(table.group) == ["P1", "b.jpg", "c.jpg"]
+
+
+def test_a_copy_with_another_label_is_named_as_a_conflict(tmp_path):
+    from PIL import Image
+
+    for label in ("benign", "malignant"):
+        (tmp_path / label).mkdir()
+        Image.new("RGB", (32, 32), (200, 120, 90)).save(tmp_path / label / "same.png")
+    kept, left = own_images.sort_out(
+        own_images.list_class_folders(tmp_path), tmp_path, ["malignant"], ["benign"]
+    )
+    assert len(kept) == 1 and "labelled benign: check which label is right" in left.reason[0], left
+
+
+def test_a_phone_photo_is_imported_upright(tmp_path):
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: the phone was turned; the pixels are stored sideways
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", (40, 20), (10, 20, 30)).save(tmp_path / "a" / "p.jpg", exif=exif)
+    kept = pd.DataFrame({"file": ["a/p.jpg"], "label": ["a"], "target": [1]})
+    out = own_images.write_course_folder(kept, tmp_path, tmp_path / "course")
+    assert Image.open(out / "train" / "IMG_00000.jpg").size == (20, 40)

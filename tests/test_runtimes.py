@@ -50,7 +50,10 @@ def test_runtime_check_passes(name, runtime_runs):
         "installing course_lib kept the runtime's torch"
     )
     assert all(summary["runtime_packages_kept"].values()), summary["runtime_packages_kept"]
-    assert summary["pip_check"], "the runtime's pip check is recorded"  # e.g. "No broken requirements found."
+    pip_check = summary["pip_check"]  # recorded, not judged: a runtime's image can ship a conflict of its own
+    assert pip_check == ["No broken requirements found."] or all(
+        " has requirement " in line or " requires " in line for line in pip_check
+    ), pip_check
 
 
 @pytest.mark.slow
@@ -128,14 +131,9 @@ def test_each_chapter_ran_in_the_versions_of_the_runtime_it_asks_for():
 def test_the_tests_run_in_the_versions_of_the_runtime_they_are_about(runtime):
     """The test command's two parts: everything in .venv, the GPU runtime's versions; the tests marked xla in
     .venv-tpu, the TPU runtime's."""
-    import importlib.metadata as md
-    import platform
+    import sys
 
-    def version(name):
-        try:
-            return md.version(name)
-        except md.PackageNotFoundError:
-            return None
+    from course_lib.book.runner import environment
 
-    env = dict(python=platform.python_version(), torch=version("torch"), torch_xla=version("torch_xla"))
+    env = environment(sys.executable)  # what the runner records for a notebook this interpreter runs
     assert not _matches(env, runtime), _matches(env, runtime)

@@ -1,4 +1,5 @@
-# python_for X.Y: the path of a Python X.Y interpreter: on PATH, in pyenv, or one uv knows (or fetches).
+# python_for X.Y: the path of a Python X.Y interpreter: on PATH, in pyenv, or one uv has installed
+# (`uv python install X.Y`).
 # Sourced by setup-venv.sh and check-runtime.sh.
 python_for() {
   local v=$1 c

@@ -19,11 +19,11 @@ setup_venv() {  # FOLDER CONSTRAINTS EXTRAS: create or update one environment
   local venv=$1 constraints=$2 extras=$3 stamp start
   stamp=$(cat "$constraints" pyproject.toml <("$PYTHON" --version) | sha256sum | cut -c1-16)
   [ "$(cat "$venv/.course_lib_stamp" 2>/dev/null)" = "$stamp" ] && return 0
-  if [ ! -x "$venv/bin/python" ] || [ "$("$venv/bin/python" --version 2>&1)" != "$("$PYTHON" --version 2>&1)" ]; then
-    echo "setup: creating $venv with $("$PYTHON" --version)"
-    rm -rf "$venv"
-    "$PYTHON" -m venv "$venv"
-  fi
+  # built afresh whenever its stamp changes: installing over it would keep packages the constraints dropped
+  # (a torch_xla beside a newer torch); uv's cache makes the rebuild take seconds
+  echo "setup: creating $venv with $("$PYTHON" --version)"
+  rm -rf "$venv"
+  "$PYTHON" -m venv "$venv"
   echo "setup: installing course_lib[$extras] into $venv from $constraints (the first time takes a few minutes)"
   start=$(date +%s)
   if [ "${COURSE_LIB_PIP:-0}" = 1 ]; then

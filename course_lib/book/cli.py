@@ -136,7 +136,7 @@ def _cmd_run_notebooks(a) -> int:
         a.nbs, a.out, smoke=a.smoke, only=a.only, timeout=a.timeout, jobs=jobs, pythons=pythons
     )
     if a.record:
-        record = record_run(rows, a.smoke, min(jobs, len(rows)))
+        record = record_run(rows, a.smoke, min(jobs, len(rows)), pythons)
         a.record.write_text(json.dumps(record, indent=2) + "\n")
         print(f"recorded: {a.record} (then run course-book sync-docs)")
     failed = [r["notebook"] for r in rows if r["status"] != "ok"]

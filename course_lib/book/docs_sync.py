@@ -97,10 +97,22 @@ def toc(
 RESULTS_FILE = "bench/results/course-smoke.json"  # a recorded smoke run, shown in the index
 
 
+def _shown(
+    pythons: dict | None,  # {hardware: interpreter}
+) -> str:
+    "` --python TPU=.venv-tpu/bin/python` for each interpreter, relative to this folder (no machine's path)."
+    shown = ""
+    for hardware, python in (pythons or {}).items():
+        rel = os.path.relpath(python)
+        shown += f" --python {hardware}={Path(python).name if rel.startswith('..') else rel}"
+    return shown
+
+
 def record_run(
     rows: list[dict],  # run_notebooks' result, each row with the environment that ran its notebook
     smoke: bool,  # whether the run was in smoke mode
     jobs: int = 1,  # how many notebooks ran at once
+    pythons: dict | None = None,  # run_notebooks' {hardware: interpreter}, shown relative to this folder
 ) -> dict:
     "A course run with when, how and on which machine it was made: what `results_table` shows."
     import platform
@@ -115,7 +127,7 @@ def record_run(
         cpu = names[0].split(":", 1)[1].strip() if names else cpu
     return dict(
         recorded=time.strftime("%Y-%m-%d"),
-        command="course-book run-notebooks" + " --smoke" * smoke + f" --jobs {jobs}" * (jobs > 1),
+        command="course-book run-notebooks" + " --smoke" * smoke + f" --jobs {jobs}" * (jobs > 1) + _shown(pythons),
         cpu=cpu,
         cores=os.cpu_count(),
         gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,

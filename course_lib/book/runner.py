@@ -138,6 +138,8 @@ def start_notebook(
     env = dict(os.environ if env is None else env)
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache())  # compiled code outlives the scratch
     env["TMPDIR"] = scratch.name
+    if python:  # the notebook's own commands (`!python ...`, `!course-lib ...`) run in its environment too
+        env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "")
     results_path = (out_dir / nb.name).with_suffix(".results.json")
     results_path.unlink(missing_ok=True)
     params = {**parameters, "RESULTS_PATH": str(results_path.resolve())}
