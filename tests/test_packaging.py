@@ -117,16 +117,34 @@ def test_sdist_and_wheel_build_pass_twine_and_carry_the_right_metadata(tmp_path)
     requires = meta.get_all("Requires-Dist")
     core = {re.split(r"[<>=!; ]", r)[0] for r in requires if "extra ==" not in r}
     assert {"torch", "torchvision", "pytorch-lightning", "albumentations", "fastcore"} <= core, core
-    optional = {"torch_xla", "wandb", "nbdev", "papermill", "kaggle", "kagglehub", "sphinx", "timm"}
+    optional = {
+        "torch_xla",
+        "wandb",
+        "nbdev",
+        "papermill",
+        "kaggle",
+        "kagglehub",
+        "sphinx",
+        "timm",
+        "safetensors",
+    }
     assert not core & (optional | {"efficientnet_pytorch"}), core
-    extras = {"tpu", "wandb", "kaggle", "efficientnet", "timm", "docs", "book", "dev"}
+    extras = {"tpu", "wandb", "kaggle", "efficientnet", "timm", "share", "docs", "book", "dev"}
     assert set(meta.get_all("Provides-Extra")) == extras
     lightning = next(r for r in requires if r.startswith("pytorch-lightning"))
     # 2.6.6 fixes load_from_checkpoint's code-execution bugs; the withdrawn 2.6.2 and 2.6.3 lie below it
     assert re.search(r">=\s*2\.6\.6", lightning), f"Lightning's floor: {lightning}"
     book = {re.split(r"[<>=; ]", r)[0] for r in requires if 'extra == "book"' in r}
     assert {"papermill", "ipykernel", "nbformat", "babel", "markdown-it-py", "course_lib[docs]"} <= book, book
-    modules = ("data", "dataset", "pytorch_loop", "lightning", "support/xla", "experiment_tracking")
+    modules = (
+        "data",
+        "dataset",
+        "pytorch_loop",
+        "lightning",
+        "support/xla",
+        "experiment_tracking",
+        "own_images",
+    )
     assert {f"course_lib/{m}.py" for m in modules} <= set(files)
     book_modules = ("cli", "runner", "docs_sync", "translations", "website")
     assert {f"course_lib/book/{m}.py" for m in book_modules} <= set(files), "the book travels in the wheel"

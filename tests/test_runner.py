@@ -324,9 +324,10 @@ def test_a_notebook_asking_for_a_tpu_runs_in_the_tpu_environment(tmp_path, runne
     d = tmp_path / "nbs"
     d.mkdir()
     probe = (
-        "import importlib.util, sys\n"
+        "import importlib.util, shutil, sys\n"
         "from course_lib.support.results import record_results\n"
-        "record_results({'xla': importlib.util.find_spec('torch_xla') is not None}, RESULTS_PATH)"
+        "xla = importlib.util.find_spec('torch_xla') is not None\n"
+        "record_results({'xla': xla, 'python_on_path': shutil.which('python')}, RESULTS_PATH)"
     )
     for name, hardware in (("01_gpu.ipynb", "GPU"), ("02_tpu.ipynb", "TPU")):
         _write_nb(d / name, probe)
@@ -339,8 +340,10 @@ def test_a_notebook_asking_for_a_tpu_runs_in_the_tpu_environment(tmp_path, runne
     )
     assert code == 0, err
     gpu, tpu = json.loads((out / "summary.json").read_text())
-    assert gpu["results"] == {"xla": False} and gpu["environment"]["torch_xla"] is None
-    assert tpu["results"] == {"xla": True} and tpu["environment"]["torch_xla"], tpu
+    assert gpu["results"]["xla"] is False and gpu["environment"]["torch_xla"] is None
+    assert tpu["results"]["xla"] is True and tpu["environment"]["torch_xla"], tpu
+    # a `!python ...` in the TPU notebook runs the TPU environment's Python too
+    assert Path(tpu["results"]["python_on_path"]).parent == Path(_tpu_python()).parent, tpu["results"]
     summary = (out / "summary.md").read_text()
     assert f"torch_xla {tpu['environment']['torch_xla']}" in summary
 

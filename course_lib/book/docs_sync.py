@@ -127,7 +127,10 @@ def record_run(
         cpu = names[0].split(":", 1)[1].strip() if names else cpu
     return dict(
         recorded=time.strftime("%Y-%m-%d"),
-        command="course-book run-notebooks" + " --smoke" * smoke + f" --jobs {jobs}" * (jobs > 1) + _shown(pythons),
+        command="course-book run-notebooks"
+        + " --smoke" * smoke
+        + f" --jobs {jobs}" * (jobs > 1)
+        + _shown(pythons),
         cpu=cpu,
         cores=os.cpu_count(),
         gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,
