@@ -22,8 +22,9 @@ def _code(path):
 
 
 def _tree(src):
-    "The cell's Python: an IPython magic or shell line becomes `pass` at its indentation."
-    return ast.parse(re.sub(r"^(\s*)[!%].*$", r"\1pass", src, flags=re.M))
+    """The cell's Python: an IPython magic or shell line (`!cmd`, `%magic`, and `out = !cmd`, which keeps the
+    command's output) becomes `pass` at its indentation."""
+    return ast.parse(re.sub(r"^(\s*)(\w+\s*=\s*)?[!%].*$", r"\1pass", src, flags=re.M))
 
 
 def _written() -> dict:
