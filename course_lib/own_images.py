@@ -7,12 +7,11 @@ Docs: https://course-lib.github.io/course_lib/own_images.html.md"""
 # %% ../nbs/11_own_images.ipynb #o009
 from __future__ import annotations
 import hashlib
-import json
 from pathlib import Path
 import pandas as pd
 from PIL import Image, ImageOps
 from .support.errors import CourseLibError
-from .support.outputs import claim_folder
+from .support.outputs import atomic_path, claim_folder, write_json, write_text_atomic
 
 # %% auto #0
 __all__ = ['IMAGE_SUFFIXES', 'LOAD_CODE', 'list_class_folders', 'image_problem', 'pixel_hash', 'read_own_table', 'sort_out',
@@ -149,7 +148,7 @@ def write_course_folder(
         rows.append(
             dict(image_name=name, patient_id=group, target=row.target, source=row.file, label=row.label)
         )
-    pd.DataFrame(rows).to_csv(out / "train.csv", index=False)
+    write_text_atomic(out / "train.csv", pd.DataFrame(rows).to_csv(index=False))
     return out
 
 # %% ../nbs/11_own_images.ipynb #o036
@@ -254,9 +253,11 @@ def save_for_sharing(
 
     folder = claim_folder(folder, "shared-model", overwrite)
     weights = {k: v.detach().cpu().contiguous() for k, v in uncompiled_state_dict(model.state_dict()).items()}
-    save_file(weights, folder / "model.safetensors")
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (folder / "README.md").write_text(card)
+    size = sum(w.numel() * w.element_size() for w in weights.values())
+    with atomic_path(folder / "model.safetensors", size) as tmp:  # a full disk: one line, as for checkpoints
+        save_file(weights, tmp)
+    write_json(folder / "config.json", config)
+    write_text_atomic(folder / "README.md", card)
     return folder
 
 # %% ../nbs/11_own_images.ipynb #o043
